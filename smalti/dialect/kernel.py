@@ -1,0 +1,111 @@
+"""Kernel functions: a `func.func` marked `smalti.kernel`, its launch grid and arguments.
+
+    func.func @name(%a: memref<128x256xf32>, ...) attributes {smalti.kernel,
+        smalti.grid = array<i64: 2, 1, 1>, smalti.warpgroups = 1 : i64}
+
+Arguments are global-memory buffers (memrefs of static shape) or scalars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.diagnostics import error_at
+from smalti.tiling import WARPGROUP_SIZE
+
+KERNEL_ATTR = "smalti.kernel"
+GRID_ATTR = "smalti.grid"
+WARPGROUPS_ATTR = "smalti.warpgroups"
+
+SCALAR_TYPES = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
+ELEMENT_TYPES = (*SCALAR_TYPES, "f8E4M3FN", "f8E5M2")
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One argument: a buffer (`shape` set) or a scalar (`shape` None) of `dtype`."""
+
+    name: str
+    dtype: str  # MLIR spelling of the element type: "f32", "bf16", "i32", ...
+    shape: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    name: str
+    grid: tuple[int, int, int]
+    warpgroups: int
+    args: tuple[KernelArg, ...]
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (WARPGROUP_SIZE * self.warpgroups, 1, 1)
+
+
+def is_kernel(op: ir.Operation) -> bool:
+    return op.name == "func.func" and KERNEL_ATTR in op.attributes
+
+
+def kernel_functions(module: ir.Operation) -> list[ir.Operation]:
+    """The kernel functions at the top level of `module`, in order."""
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if is_kernel(op.operation)]
+
+
+def kernel_signature(func: ir.Operation) -> KernelSignature:
+    """Read and check a kernel's signature; DiagnosticError at the function otherwise."""
+    name = ir.StringAttr(func.attributes["sym_name"]).value
+    function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    if function_type.results:
+        raise error_at(func, f"kernel @{name} must not return values")
+    grid = _grid(func, name)
+    warpgroups = 1
+    if WARPGROUPS_ATTR in func.attributes:
+        attr = func.attributes[WARPGROUPS_ATTR]
+        if not isinstance(attr, ir.IntegerAttr) or ir.IntegerAttr(attr).value < 1:
+            raise error_at(func, f"'{WARPGROUPS_ATTR}' must be a positive integer, got {attr}")
+        warpgroups = ir.IntegerAttr(attr).value
+    args = tuple(_kernel_arg(func, name, i, t) for i, t in enumerate(function_type.inputs))
+    return KernelSignature(name, grid, warpgroups, args)
+
+
+def _grid(func: ir.Operation, name: str) -> tuple[int, int, int]:
+    if GRID_ATTR not in func.attributes:
+        raise error_at(func, f"kernel @{name} needs a '{GRID_ATTR}' attribute "
+                             "(array<i64: X[, Y[, Z]]>)")
+    attr = func.attributes[GRID_ATTR]
+    if not isinstance(attr, ir.DenseI64ArrayAttr) or not 1 <= len(attr) <= 3:
+        raise error_at(func, f"'{GRID_ATTR}' must be array<i64: X[, Y[, Z]]>, got {attr}")
+    grid = [*list(attr), 1, 1][:3]
+    if any(g < 1 for g in grid):
+        raise error_at(func, f"'{GRID_ATTR}' sizes must be positive, got {list(attr)}")
+    return (grid[0], grid[1], grid[2])
+
+
+def _kernel_arg(func: ir.Operation, name: str, index: int, t: ir.Type) -> KernelArg:
+    if isinstance(t, ir.MemRefType):
+        ref = ir.MemRefType(t)
+        if not ref.has_static_shape or ref.memory_space is not None:
+            raise error_at(func, f"argument #{index} of kernel @{name} must be a global memref "
+                                 f"of static shape, got {t}")
+        if str(ref.element_type) not in ELEMENT_TYPES:
+            raise error_at(func, f"argument #{index} of kernel @{name} has unsupported element "
+                                 f"type {ref.element_type}")
+        if ref.get_strides_and_offset() != (_row_major(ref.shape), 0):
+            raise error_at(func, f"argument #{index} of kernel @{name} must be a contiguous "
+                                 f"row-major memref, got {t}")
+        return KernelArg(f"arg{index}", str(ref.element_type), tuple(ref.shape))
+    if str(t) in SCALAR_TYPES:
+        return KernelArg(f"arg{index}", str(t), None)
+    raise error_at(func, f"argument #{index} of kernel @{name} has type {t}; kernel arguments "
+                         "are memrefs or scalars of " + ", ".join(SCALAR_TYPES))
+
+
+def _row_major(shape: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= size
+    return list(reversed(strides))

@@ -1,0 +1,90 @@
+"""The equation system: variables for vector values, and the constraints ops put on them.
+
+Values are independent of MLIR so that the solver can be tested (and fuzzed) on its own;
+`Origin` carries the op and location a constraint came from, for explanations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from smalti.tiling import Layout
+
+
+@dataclass(frozen=True)
+class Variable:
+    """The layout of one vector value."""
+
+    id: int
+    shape: tuple[int, ...]
+    bitwidth: int = 32
+    value: Any = field(default=None, compare=False, hash=False)  # the ir.Value, for messages
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Which op asked for a constraint, where, and why (for failure explanations)."""
+
+    op_name: str
+    location: Any = field(default=None, compare=False, hash=False)  # ir.Location or None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Equal:
+    """Two values share one layout (an elementwise op's operands and result)."""
+
+    a: Variable
+    b: Variable
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class IsLayout:
+    """A value has exactly this layout (a layout_cast, an annotation, a fixed-layout op)."""
+
+    var: Variable
+    layout: Layout
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class AllowedKinds:
+    """A value's layout must be one of these layout classes (e.g. loads cannot make splats)."""
+
+    var: Variable
+    kinds: frozenset[type]
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A preferred layout, tried in order of priority when the equations leave a choice."""
+
+    var: Variable
+    layout: Layout
+    priority: int
+    origin: Origin
+
+
+Constraint = Equal | IsLayout | AllowedKinds
+
+
+@dataclass
+class EquationSystem:
+    variables: list[Variable] = field(default_factory=list)
+    constraints: list[Constraint] = field(default_factory=list)
+    hints: list[Hint] = field(default_factory=list)
+
+    def new_variable(self, shape: tuple[int, ...], bitwidth: int = 32,
+                     value: Any = None) -> Variable:
+        var = Variable(len(self.variables), tuple(shape), bitwidth, value)
+        self.variables.append(var)
+        return var
+
+    def add(self, item: Constraint | Hint) -> None:
+        if isinstance(item, Hint):
+            self.hints.append(item)
+        else:
+            self.constraints.append(item)

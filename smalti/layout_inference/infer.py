@@ -1,0 +1,105 @@
+"""The smalti-infer-layouts pass: build the equations of a kernel, solve, write attributes."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.attributes import (
+    LayoutAttrError,
+    attr_to_layouts,
+    layout_to_text,
+    layouts_to_attr,
+)
+from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at, format_location
+from smalti.layout_inference.equations import Equal, EquationSystem, Hint, IsLayout, Origin
+from smalti.layout_inference.rules import RULES, RuleContext, is_vector
+from smalti.layout_inference.solver import Conflict, Unsatisfiable, solve
+
+
+def infer_layouts(module: ir.Operation) -> None:
+    """Give every op with vector operands or results `in_layouts`/`out_layouts`."""
+    for func in module.regions[0].blocks[0].operations:
+        if func.operation.name == "func.func":
+            infer_function(func.operation)
+
+
+def infer_function(func: ir.Operation) -> None:
+    system = EquationSystem()
+    ctx = RuleContext(system)
+    vector_ops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        op = op.operation
+        if any(is_vector(v) for v in (*op.operands, *op.results)):
+            vector_ops.append(op)
+            _add_constraints(ctx, op)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    try:
+        solution = solve(system)
+    except Unsatisfiable as failure:
+        raise _explain(failure.conflict, func) from None
+    with func.context:
+        for op in vector_ops:
+            operands = [ctx.variables[v] for v in op.operands if is_vector(v)]
+            results = [ctx.variables[v] for v in op.results if is_vector(v)]
+            if operands:
+                op.attributes["in_layouts"] = layouts_to_attr([solution[v.id] for v in operands])
+            if results:
+                op.attributes["out_layouts"] = layouts_to_attr([solution[v.id] for v in results])
+
+
+def _add_constraints(ctx: RuleContext, op: ir.Operation) -> None:
+    rule = RULES.get(op.name)
+    if rule is None:
+        raise error_at(op, "has no layout inference rule; smalti cannot lower it on vectors")
+    ctx.op = op
+    rule(ctx, op)
+    if "out_layouts" in op.attributes:  # a previous run or the user fixed these
+        try:
+            layouts = attr_to_layouts(op.attributes["out_layouts"])
+        except LayoutAttrError as error:
+            raise error_at(op, f"'out_layouts': {error}") from None
+        results = [r for r in op.results if is_vector(r)]
+        if len(layouts) != len(results):
+            raise error_at(op, f"'out_layouts' has {len(layouts)} layouts for {len(results)} "
+                               "vector results")
+        for result, layout in zip(results, layouts, strict=True):
+            ctx.fix(result, layout, "annotated in out_layouts")
+
+
+def _explain(conflict: Conflict, func: ir.Operation) -> DiagnosticError:
+    """A located error at the last constraint of the chain, with a note per link."""
+    chain = conflict.chain
+    anchor = chain[-1].origin if chain else Origin("func.func", func.location)
+    notes = []
+    for constraint in chain:
+        origin = constraint.origin
+        detail = origin.reason
+        if isinstance(constraint, IsLayout | Hint):
+            detail += f": #smalti.{layout_to_text(constraint.layout)}"
+        notes.append(Diagnostic(origin.location or func.location,
+                                f"'{origin.op_name}': {detail}", "note"))
+    if conflict.cast_variable is not None:
+        value = conflict.cast_variable.value
+        target = (f" to #smalti.{layout_to_text(conflict.cast_layout)}"
+                  if conflict.cast_layout is not None else "")
+        uses = [c.origin for c in chain if isinstance(c, Equal)]
+        where = uses[-1].location if uses else func.location
+        notes.append(Diagnostic(where, f"a smalti.layout_cast of {_value_name(value)}{target} "
+                                       "before this use would resolve the conflict", "note"))
+    message = (f"'{anchor.op_name}' op cannot be given a layout: {conflict.message} "
+               f"({len(chain)} constraints in conflict)")
+    location = anchor.location or func.location
+    return DiagnosticError(Diagnostic(location, message, notes=tuple(notes)))
+
+
+def _value_name(value: ir.Value | None) -> str:
+    """How to point a user at a value: the op (and source line) that defines it."""
+    if value is None:
+        return "the value"
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return f"block argument #{value.arg_number}"
+    return f"the result of '{owner.name}' at {format_location(owner.location)}"

@@ -1,0 +1,161 @@
+"""Per-op inference rules, keyed by op name: each turns one op into constraints.
+
+Rules write Equal(a=operand, b=result) so that explanations can say where a
+`smalti.layout_cast` would split a class (see solver._cast_point).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.attributes import attr_to_layout
+from smalti.dialect.ops import LayoutCastOp, VectorLoadOp, VectorStoreOp
+from smalti.layout_inference.equations import (
+    AllowedKinds,
+    Equal,
+    EquationSystem,
+    Hint,
+    IsLayout,
+    Origin,
+    Variable,
+)
+from smalti.layout_inference.solver import widest_strided_layout
+from smalti.tiling import TiledLayout, WGSplatLayout, WGStridedLayout
+
+MEMORY_LAYOUT_KINDS = frozenset({TiledLayout, WGStridedLayout})
+
+# Hint priorities: what an op would like, over what it merely tolerates.
+PREFERRED = 1
+TOLERATED = 0
+
+
+def is_vector(value: ir.Value) -> bool:
+    return isinstance(value.type, ir.VectorType)
+
+
+def bitwidth(element_type: ir.Type) -> int:
+    if isinstance(element_type, ir.IntegerType):
+        return ir.IntegerType(element_type).width
+    if isinstance(element_type, ir.FloatType):
+        return ir.FloatType(element_type).width
+    if isinstance(element_type, ir.IndexType):
+        return 64
+    raise TypeError(f"no bit width for element type {element_type}")
+
+
+class RuleContext:
+    """What a rule can say about one op: constraints on the variables of its vector values."""
+
+    def __init__(self, system: EquationSystem) -> None:
+        self.system = system
+        self.variables: dict[ir.Value, Variable] = {}
+        self.op: ir.Operation | None = None
+
+    def var(self, value: ir.Value) -> Variable:
+        var = self.variables.get(value)
+        if var is None:
+            vector_type = ir.VectorType(value.type)
+            var = self.system.new_variable(tuple(vector_type.shape),
+                                           bitwidth(vector_type.element_type), value)
+            self.variables[value] = var
+        return var
+
+    def origin(self, reason: str) -> Origin:
+        assert self.op is not None
+        return Origin(self.op.name, self.op.location, reason)
+
+    def equal(self, operand: ir.Value, result: ir.Value, reason: str) -> None:
+        self.system.add(Equal(self.var(operand), self.var(result), self.origin(reason)))
+
+    def fix(self, value: ir.Value, layout, reason: str) -> None:
+        self.system.add(IsLayout(self.var(value), layout, self.origin(reason)))
+
+    def allow(self, value: ir.Value, kinds: frozenset[type], reason: str) -> None:
+        self.system.add(AllowedKinds(self.var(value), kinds, self.origin(reason)))
+
+    def hint(self, value: ir.Value, layout, priority: int, reason: str) -> None:
+        self.system.add(Hint(self.var(value), layout, priority, self.origin(reason)))
+
+
+Rule = Callable[[RuleContext, ir.Operation], None]
+RULES: dict[str, Rule] = {}
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            RULES[name] = fn
+        return fn
+
+    return register
+
+
+ELEMENTWISE_OPS = (
+    *(f"arith.{n}" for n in (
+        "addf", "subf", "mulf", "divf", "remf", "negf", "maximumf", "minimumf", "maxnumf",
+        "minnumf", "addi", "subi", "muli", "divsi", "divui", "remsi", "remui", "ceildivsi",
+        "ceildivui", "floordivsi", "andi", "ori", "xori", "shli", "shrsi", "shrui", "maxsi",
+        "maxui", "minsi", "minui", "cmpf", "cmpi", "select", "extf", "truncf", "extsi",
+        "extui", "trunci", "sitofp", "uitofp", "fptosi", "fptoui", "bitcast")),
+    *(f"math.{n}" for n in (
+        "absf", "absi", "atan", "atan2", "cbrt", "ceil", "copysign", "cos", "erf", "exp",
+        "exp2", "expm1", "floor", "fma", "log", "log10", "log1p", "log2", "powf", "round",
+        "roundeven", "rsqrt", "sin", "sqrt", "tan", "tanh", "trunc")),
+)
+
+
+@rule(*ELEMENTWISE_OPS)
+def _elementwise(ctx: RuleContext, op: ir.Operation) -> None:
+    """Operands and results of an elementwise op share one layout (scalars broadcast)."""
+    results = [r for r in op.results if is_vector(r)]
+    for operand in op.operands:
+        if is_vector(operand):
+            ctx.equal(operand, results[0], "an elementwise op's operands and result share a "
+                                           "layout")
+    for result in results[1:]:
+        ctx.equal(results[0], result, "an elementwise op's results share a layout")
+
+
+@rule("arith.constant")
+def _constant(ctx: RuleContext, op: ir.Operation) -> None:
+    """A splat constant can be made in any layout; a non-splat one prefers strided."""
+    result = op.results[0]
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat:
+        ctx.hint(result, WGSplatLayout(), TOLERATED, "a splat constant is cheapest as a splat")
+        return
+    var = ctx.var(result)
+    strided = widest_strided_layout(var.shape, var.bitwidth)
+    if strided is not None:
+        ctx.hint(result, strided, PREFERRED, "a non-splat constant is stored strided")
+    ctx.allow(result, MEMORY_LAYOUT_KINDS, "a non-splat constant cannot be a splat")
+
+
+@rule(VectorLoadOp.OPERATION_NAME)
+def _vector_load(ctx: RuleContext, op: ir.Operation) -> None:
+    _memory_access(ctx, op.results[0], "loads")
+
+
+@rule(VectorStoreOp.OPERATION_NAME)
+def _vector_store(ctx: RuleContext, op: ir.Operation) -> None:
+    _memory_access(ctx, op.operands[0], "stores")
+
+
+def _memory_access(ctx: RuleContext, value: ir.Value, verb: str) -> None:
+    """Memory ops take any distributed layout and prefer the widest strided one."""
+    var = ctx.var(value)
+    strided = widest_strided_layout(var.shape, var.bitwidth)
+    if strided is not None:
+        ctx.hint(value, strided, PREFERRED, f"vector_{verb[:-1]} prefers wide strided accesses")
+    ctx.allow(value, MEMORY_LAYOUT_KINDS, f"vector_{verb[:-1]} {verb} a distributed layout, "
+                                          "not a splat")
+
+
+@rule(LayoutCastOp.OPERATION_NAME)
+def _layout_cast(ctx: RuleContext, op: ir.Operation) -> None:
+    """The result has the requested layout; the operand is free (the lowering relayouts)."""
+    ctx.var(op.operands[0])
+    ctx.fix(op.results[0], attr_to_layout(op.attributes["new_layout"]),
+            "layout_cast sets its result's layout")

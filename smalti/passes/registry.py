@@ -1,0 +1,119 @@
+"""Named passes, and a pass manager mixing smalti's Python passes with upstream ones."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir, passmanager
+
+from smalti.dialect.diagnostics import Diagnostic, DiagnosticError
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    argument: str  # the pipeline and command-line name, e.g. "smalti-infer-layouts"
+    description: str
+    run: Callable[[ir.Operation], None]  # raises DiagnosticError on bad input
+
+
+def _verify(op: ir.Operation) -> None:
+    from smalti.dialect.verifier import verify
+
+    verify(op)
+
+
+def _infer_layouts(op: ir.Operation) -> None:
+    from smalti.layout_inference import infer_layouts
+
+    infer_layouts(op)
+
+
+REGISTRY: dict[str, PassInfo] = {
+    info.argument: info
+    for info in (
+        PassInfo("smalti-verify", "Check every smalti op and kernel signature", _verify),
+        PassInfo("smalti-infer-layouts",
+                 "Assign in_layouts/out_layouts to every op by solving the layout equations",
+                 _infer_layouts),
+    )
+}
+
+DEFAULT_PIPELINE = "builtin.module(smalti-verify,canonicalize,cse,smalti-infer-layouts)"
+
+
+def split_pipeline(pipeline: str) -> list[str]:
+    """The top-level elements of `builtin.module(a,b{x=1},func.func(c))`, nesting kept."""
+    text = pipeline.strip()
+    if text.startswith("builtin.module(") and text.endswith(")"):
+        text = text[len("builtin.module("):-1]
+    elements, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced pass pipeline: {pipeline!r}")
+        elif ch == "," and depth == 0:
+            elements.append(text[start:i].strip())
+            start = i + 1
+    if depth:
+        raise ValueError(f"unbalanced pass pipeline: {pipeline!r}")
+    elements.append(text[start:].strip())
+    return [e for e in elements if e]
+
+
+class _PassFailures:
+    """Keeps the DiagnosticErrors that Python passes raised inside a pass manager run."""
+
+    def __init__(self) -> None:
+        self.errors: list[DiagnosticError] = []
+
+    def wrap(self, info: PassInfo) -> Callable[[ir.Operation, object], None]:
+        def run(op: ir.Operation, pass_: object) -> None:
+            try:
+                info.run(op.operation)
+            except DiagnosticError as error:
+                self.errors.append(error)
+                for diagnostic in error.diagnostics:
+                    diagnostic.location.emit_error(diagnostic.message)
+                pass_.signal_pass_failure()
+
+        run.__name__ = info.argument.replace("-", "_")
+        return run
+
+
+def build_pass_manager(
+    pipeline: str, context: ir.Context, *, print_ir_after_all: bool = False
+) -> tuple[passmanager.PassManager, _PassFailures]:
+    """A pass manager on `builtin.module` running `pipeline`'s elements in order."""
+    failures = _PassFailures()
+    with context:
+        pm = passmanager.PassManager("builtin.module")
+        for element in split_pipeline(pipeline):
+            info = REGISTRY.get(element)
+            if info is not None:
+                pm.add(failures.wrap(info), name=info.argument, argument=info.argument,
+                       description=info.description)
+            else:
+                try:
+                    pm.add(element)
+                except ValueError as error:
+                    raise ValueError(f"unknown pass or bad pipeline element {element!r}: "
+                                     f"{error}") from None
+        if print_ir_after_all:
+            pm.enable_ir_printing(print_after_all=True)
+    return pm, failures
+
+
+def run_pipeline(module: ir.Operation, pipeline: str = DEFAULT_PIPELINE) -> None:
+    """Run `pipeline` on `module` in place; raise DiagnosticError with located messages."""
+    pm, failures = build_pass_manager(pipeline, module.context)
+    try:
+        pm.run(module)
+    except ir.MLIRError as error:
+        if failures.errors:
+            raise DiagnosticError([d for e in failures.errors for d in e.diagnostics]) from None
+        raise DiagnosticError([Diagnostic(d.location, d.message)
+                               for d in error.error_diagnostics]) from None

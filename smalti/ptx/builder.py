@@ -1,0 +1,103 @@
+"""Builds a PTX kernel from typed virtual registers, labels and instructions."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from smalti.ptx.module import (
+    REGISTER_PREFIX,
+    Guard,
+    Immediate,
+    Instruction,
+    Kernel,
+    Label,
+    LabelDef,
+    Operand,
+    Param,
+    Register,
+    RegisterDecl,
+    SharedDecl,
+    Statement,
+    Symbol,
+    register_class,
+)
+
+
+class KernelBuilder:
+    """Collects one kernel's parameters, registers and statements, in program order."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        maxntid: tuple[int, ...] | None = None,
+        reqntid: tuple[int, ...] | None = None,
+    ) -> None:
+        self.name = name
+        self.maxntid = maxntid
+        self.reqntid = reqntid
+        self._params: list[Param] = []
+        self._shared: list[SharedDecl] = []
+        self._body: list[Statement] = []
+        self._register_counts: dict[str, int] = defaultdict(int)
+        self._label_counts: dict[str, int] = defaultdict(int)
+        self._special_cache: dict[str, Register] = {}
+
+    # Declarations.
+    def param(self, name: str, ptx_type: str = "u64", *, align: int | None = None,
+              array: int | None = None) -> Symbol:
+        self._params.append(Param(f"{self.name}_param_{name}", ptx_type, align, array))
+        return Symbol(self._params[-1].name)
+
+    def shared(self, name: str, size: int | None, *, align: int = 16) -> Symbol:
+        self._shared.append(SharedDecl(name, align, size))
+        return Symbol(name)
+
+    def reg(self, ptx_type: str) -> Register:
+        """A fresh register able to hold a value of `ptx_type`."""
+        cls = register_class(ptx_type)
+        index = self._register_counts[cls]
+        self._register_counts[cls] += 1
+        return Register(f"{REGISTER_PREFIX[cls]}{index}", cls)
+
+    def new_label(self, hint: str) -> Label:
+        index = self._label_counts[hint]
+        self._label_counts[hint] += 1
+        return Label(f"${hint}_{index}")
+
+    # Statements.
+    def emit(self, opcode: str, *operands: Operand | int, guard: Guard | None = None) -> None:
+        ops = tuple(Immediate(o) if isinstance(o, int) else o for o in operands)
+        self._body.append(Instruction(opcode, ops, guard))
+
+    def compute(self, opcode: str, result_type: str, *sources: Operand | int,
+                guard: Guard | None = None) -> Register:
+        """Emit `opcode d, sources...` into a fresh register d of `result_type`; return d."""
+        dest = self.reg(result_type)
+        self.emit(opcode, dest, *sources, guard=guard)
+        return dest
+
+    def place(self, label: Label) -> None:
+        self._body.append(LabelDef(label.name))
+
+    def special(self, name: str) -> Register:
+        """The value of a 32-bit special register (%tid.x, %ctaid.y, ...), read once."""
+        if name not in self._special_cache:
+            self._special_cache[name] = self.compute("mov.u32", "u32", Symbol(name))
+        return self._special_cache[name]
+
+    def build(self) -> Kernel:
+        registers = tuple(
+            RegisterDecl(cls, REGISTER_PREFIX[cls], count)
+            for cls, count in sorted(self._register_counts.items())
+            if count
+        )
+        return Kernel(
+            name=self.name,
+            params=tuple(self._params),
+            registers=registers,
+            body=tuple(self._body),
+            maxntid=self.maxntid,
+            reqntid=self.reqntid,
+            shared=tuple(self._shared),
+        )

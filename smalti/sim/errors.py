@@ -1,0 +1,52 @@
+"""The simulator's exceptions: `SimError` for users, `Fault`/`Unsupported` raised inside."""
+
+from __future__ import annotations
+
+
+class SimError(RuntimeError):
+    """A kernel failed in the simulator; the message names kernel, PTX line, instruction, thread."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kernel: str | None = None,
+        line: int | None = None,
+        text: str | None = None,
+        thread: str | None = None,
+    ) -> None:
+        self.reason = message
+        self.kernel = kernel
+        self.line = line
+        self.text = text
+        self.thread = thread
+        parts = [message]
+        if line is not None:
+            parts.append(f" at line {line}")
+        if text is not None:
+            parts.append(f": `{text}`")
+        context = []
+        if kernel is not None:
+            context.append(f"kernel '{kernel}'")
+        if thread is not None:
+            context.append(thread)
+        if context:
+            parts.append(f" ({', '.join(context)})")
+        super().__init__("".join(parts))
+
+
+class Fault(Exception):
+    """Raised by instruction semantics at run time; `thread` is the launch-wide thread id."""
+
+    def __init__(self, message: str, thread: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.thread = thread
+
+
+class Unsupported(Exception):
+    """Raised while decoding an instruction the simulator does not implement."""
+
+    def __init__(self, detail: str | None = None) -> None:
+        super().__init__(detail or "")
+        self.detail = detail

@@ -1,0 +1,186 @@
+"""`smalti-opt`: parse MLIR, run passes, print the IR (mlir-opt's conventions and flags)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.context import make_context
+from smalti.dialect.diagnostics import DiagnosticError
+from smalti.passes.registry import REGISTRY, build_pass_manager
+from smalti.tools.cli_common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    ToolArgumentParser,
+    ToolError,
+    read_input,
+    run_tool,
+    write_output,
+)
+from smalti.tools.diagnostics_check import check_chunk
+from smalti.tools.mlir_input import parse_chunk
+from smalti.tools.reported import DiagnosticCollector, Reported, merge_smalti_notes
+from smalti.tools.split import Chunk, join_outputs, split_input
+
+TOOL = "smalti-opt"
+
+# Upstream MLIR passes offered as flags besides the registry's (all exist in jaxlib's MLIR).
+UPSTREAM_PASSES: dict[str, str] = {
+    "canonicalize": "Canonicalize operations (upstream MLIR)",
+    "cse": "Eliminate common sub-expressions (upstream MLIR)",
+    "inline": "Inline function calls (upstream MLIR)",
+    "symbol-dce": "Remove dead symbols (upstream MLIR)",
+    "sccp": "Sparse conditional constant propagation (upstream MLIR)",
+    "loop-invariant-code-motion": "Hoist loop invariants (upstream MLIR)",
+}
+
+
+@dataclass(frozen=True)
+class PrintOptions:
+    """How output IR (and --mlir-print-ir-after-all dumps) is printed."""
+
+    debug_info: bool = False
+    generic: bool = False
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """One chunk processed: its printed IR (None when it failed) and what it reported."""
+
+    output: str | None
+    diagnostics: tuple[Reported, ...]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; one flag per registered pass and per offered upstream pass."""
+    parser = ToolArgumentParser(
+        prog=TOOL,
+        description="Parse an MLIR file, run smalti and upstream passes on it, print the IR.",
+        epilog="Pass flags run in the order given. Exit status: 0 success, 1 bad input "
+               "(diagnostics on stderr, nothing written), 2 internal error "
+               "(SMALTI_DEBUG=1 shows the traceback).",
+    )
+    parser.add_argument("input", nargs="?", default="-", metavar="FILE",
+                        help="input .mlir file ('-' or absent: stdin)")
+    parser.add_argument("-o", dest="output", metavar="OUT",
+                        help="write the output here (atomically) instead of stdout")
+    parser.add_argument("--pass-pipeline", metavar="PIPELINE",
+                        help="a textual pipeline, e.g. 'builtin.module(smalti-verify,cse)'")
+    parser.add_argument("--split-input-file", action="store_true",
+                        help="process each '// -----'-separated chunk on its own")
+    parser.add_argument("--verify-diagnostics", action="store_true",
+                        help="check diagnostics against '// expected-error {{...}}' "
+                             "annotations instead of printing them")
+    parser.add_argument("--mlir-print-ir-after-all", action="store_true",
+                        help="print the IR after every pass on stderr")
+    parser.add_argument("--mlir-print-debuginfo", action="store_true",
+                        help="print locations with the IR")
+    parser.add_argument("--mlir-print-op-generic", action="store_true",
+                        help="print ops in their generic form")
+    passes = parser.add_argument_group("passes (run in command-line order)")
+    for name, description in [*((n, i.description) for n, i in REGISTRY.items()),
+                              *UPSTREAM_PASSES.items()]:
+        passes.add_argument(f"--{name}", dest="passes", action="append_const", const=name,
+                            help=description)
+    return parser
+
+
+def pipeline_from_args(args: argparse.Namespace) -> str:
+    """The pipeline to run: --pass-pipeline, or the pass flags in order (never both)."""
+    if args.pass_pipeline is not None and args.passes:
+        raise ToolError("--pass-pipeline cannot be combined with individual pass flags "
+                        f"({', '.join('--' + p for p in args.passes)})")
+    if args.pass_pipeline is not None:
+        return args.pass_pipeline
+    return f"builtin.module({','.join(args.passes or [])})"
+
+
+def check_pipeline(pipeline: str, context: ir.Context) -> None:
+    """Raise ToolError when `pipeline` names an unknown pass or is malformed."""
+    try:
+        build_pass_manager(pipeline, context)
+    except ValueError as error:
+        raise ToolError(f"invalid --pass-pipeline {pipeline!r}: "
+                        f"{_first_line(str(error))}") from None
+
+
+def _first_line(text: str) -> str:
+    """The first line of a (possibly multi-line, caret-annotated) message."""
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def process_chunk(chunk: Chunk, source_name: str, context: ir.Context,
+                  collector: DiagnosticCollector, pipeline: str,
+                  options: PrintOptions, print_ir_after_all: bool = False) -> ChunkResult:
+    """Parse one chunk, run `pipeline` on it, and print it (or report why not)."""
+    collector.take()
+    module = parse_chunk(chunk, source_name, context, collector)
+    if module is None:
+        return ChunkResult(None, tuple(collector.take()))
+    pm, failures = build_pass_manager(pipeline, context)
+    if print_ir_after_all:
+        with context:
+            pm.enable_ir_printing(print_after_all=True, enable_debug_info=options.debug_info,
+                                  print_generic_op_form=options.generic)
+    try:
+        pm.run(module)
+    except ir.MLIRError:
+        smalti_diagnostics = [d for e in failures.errors for d in e.diagnostics]
+        return ChunkResult(None, tuple(merge_smalti_notes(collector.take(),
+                                                          smalti_diagnostics)))
+    text = module.get_asm(enable_debug_info=options.debug_info,
+                          print_generic_op_form=options.generic)
+    return ChunkResult(text, tuple(collector.take()))
+
+
+def _has_error(result: ChunkResult) -> bool:
+    return result.output is None or any(d.severity == "error" for d in result.diagnostics)
+
+
+def _run(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    source_name = "<stdin>" if args.input == "-" else args.input
+    text = read_input(args.input)
+    context = make_context()
+    context.enable_multithreading(False)  # diagnostics in a stable order
+    pipeline = pipeline_from_args(args)
+    check_pipeline(pipeline, context)
+    options = PrintOptions(args.mlir_print_debuginfo, args.mlir_print_op_generic)
+    chunks = split_input(text) if args.split_input_file else [Chunk(text)]
+
+    outputs: list[str] = []
+    failed = False
+    with DiagnosticCollector(context) as collector:
+        for chunk in chunks:
+            try:
+                result = process_chunk(chunk, source_name, context, collector, pipeline,
+                                       options, args.mlir_print_ir_after_all)
+            except DiagnosticError as error:  # raised outside a pass: still located input
+                result = ChunkResult(None, tuple(merge_smalti_notes([], error.diagnostics)))
+            if args.verify_diagnostics:
+                problems = check_chunk(chunk, source_name, list(result.diagnostics))
+                for problem in problems:
+                    print(problem.format(), file=sys.stderr)
+                failed |= bool(problems)
+            else:
+                for diagnostic in result.diagnostics:
+                    print(diagnostic.format(), file=sys.stderr)
+                failed |= _has_error(result)
+            outputs.append(result.output or "")
+    if failed:
+        return EXIT_FAILURE
+    write_output(args.output, join_outputs(outputs))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `smalti-opt`; returns the exit status."""
+    return run_tool(TOOL, _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
