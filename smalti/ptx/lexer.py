@@ -139,7 +139,9 @@ class _Splitter:
                 self.pending.append(line[pos:])
                 break
             token = match.group()
-            if token == ";" and self.depth == 0:
+            if token == ";":
+                if self.depth != 0:
+                    raise LexError("unbalanced '{' in statement", self.pending_line)
                 self._emit(Kind.STATEMENT, line[pos:match.start()])
             elif token == "{":
                 head = " ".join([*self.pending, line[pos:match.start()]]).strip()
@@ -154,7 +156,7 @@ class _Splitter:
                     raise LexError("unexpected '}' inside a statement", number)
                 self.depth -= 1
                 self.pending.append(line[pos:match.end()])
-            else:  # a string, or a ';' inside braces
+            else:  # a string
                 self.pending.append(line[pos:match.end()])
             pos = match.end()
         if self.pending and self.depth == 0:

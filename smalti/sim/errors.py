@@ -14,12 +14,14 @@ class SimError(RuntimeError):
         line: int | None = None,
         text: str | None = None,
         thread: str | None = None,
+        detail: str | None = None,
     ) -> None:
         self.reason = message
         self.kernel = kernel
         self.line = line
         self.text = text
         self.thread = thread
+        self.detail = detail
         parts = [message]
         if line is not None:
             parts.append(f" at line {line}")
@@ -32,6 +34,8 @@ class SimError(RuntimeError):
             context.append(thread)
         if context:
             parts.append(f" ({', '.join(context)})")
+        if detail:
+            parts.append(f": {detail}")
         super().__init__("".join(parts))
 
 
@@ -42,6 +46,7 @@ class Fault(Exception):
         super().__init__(message)
         self.message = message
         self.thread = thread
+        self.detail = detail
 
 
 class Unsupported(Exception):

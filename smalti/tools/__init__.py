@@ -1,1 +1,1 @@
-"""Command-line drivers: `smalti-opt`, `smalti-translate` and `smalti-sim` (mlir-opt conventions)."""
+"""Command-line drivers: `smalti-opt`, `smalti-translate`, `smalti-sim` (mlir-opt conventions)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ UPSTREAM_PASSES: dict[str, str] = {
     "sccp": "Sparse conditional constant propagation (upstream MLIR)",
     "loop-invariant-code-motion": "Hoist loop invariants (upstream MLIR)",
 }
+
+_PIPELINE_PARSER_PREFIX = re.compile(r"MLIR Textual PassPipeline Parser:\d+:\d+: error: ")
 
 
 @dataclass(frozen=True)
@@ -104,13 +107,14 @@ def check_pipeline(pipeline: str, context: ir.Context) -> None:
     try:
         build_pass_manager(pipeline, context)
     except ValueError as error:
-        raise ToolError(f"invalid --pass-pipeline {pipeline!r}: "
-                        f"{_first_line(str(error))}") from None
+        raise ToolError(f"invalid pass pipeline {pipeline!r}: {_mlir_reason(str(error))} "
+                        "(see --help for smalti's passes)") from None
 
 
-def _first_line(text: str) -> str:
-    """The first line of a (possibly multi-line, caret-annotated) message."""
-    return text.strip().splitlines()[0] if text.strip() else text
+def _mlir_reason(text: str) -> str:
+    """The first line of a pipeline-parser message, less its `...Parser:1:1: error:` prefix."""
+    first = text.strip().splitlines()[0] if text.strip() else text
+    return _PIPELINE_PARSER_PREFIX.sub("", first)
 
 
 def process_chunk(chunk: Chunk, source_name: str, context: ir.Context,

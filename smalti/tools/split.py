@@ -1,4 +1,4 @@
-"""`--split-input-file`: cut a file at `// -----` lines, keeping each chunk's original line numbers."""
+"""`--split-input-file`: cut a file at `// -----` lines, keeping original line numbers."""
 
 from __future__ import annotations
 

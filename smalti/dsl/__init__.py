@@ -1,0 +1,1 @@
+"""The Python kernel DSL (tracing Python functions into the smalti dialect): not built yet."""

@@ -1,0 +1,64 @@
+"""State of lowering one kernel: the PTX builder and what each MLIR value became."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.attributes import attr_to_layouts
+from smalti.dialect.diagnostics import error_at
+from smalti.dialect.kernel import KernelSignature
+from smalti.lowering.values import BufferValue, FragmentedArray, LoweredValue, ScalarValue
+from smalti.ptx import KernelBuilder, Register
+from smalti.tiling import WARPGROUP_SIZE, Layout
+
+
+class LoweringContext:
+    def __init__(self, builder: KernelBuilder, signature: KernelSignature) -> None:
+        self.builder = builder
+        self.signature = signature
+        self.values: dict[ir.Value, LoweredValue] = {}
+        self._thread_index: Register | None = None
+        self.cache: dict[object, object] = {}  # per-kernel memo of values rules share
+
+    def set(self, value: ir.Value, lowered: LoweredValue) -> None:
+        self.values[value] = lowered
+
+    def get(self, value: ir.Value) -> LoweredValue:
+        return self.values[value]
+
+    def scalar(self, op: ir.Operation, value: ir.Value) -> ScalarValue:
+        lowered = self.values.get(value)
+        if not isinstance(lowered, ScalarValue):
+            raise error_at(op, f"expects a scalar operand, got {value.type}")
+        return lowered
+
+    def array(self, op: ir.Operation, value: ir.Value) -> FragmentedArray:
+        lowered = self.values.get(value)
+        if not isinstance(lowered, FragmentedArray):
+            raise error_at(op, f"expects a vector operand, got {value.type}")
+        return lowered
+
+    def buffer(self, op: ir.Operation, value: ir.Value) -> BufferValue:
+        lowered = self.values.get(value)
+        if not isinstance(lowered, BufferValue):
+            raise error_at(op, f"expects a kernel buffer argument, got {value.type}")
+        return lowered
+
+    def thread_index(self) -> Register:
+        """The thread's index within its warpgroup (0..127), as .u32."""
+        if self._thread_index is None:
+            tid = self.builder.special("%tid.x")
+            if self.signature.warpgroups > 1:
+                tid = self.builder.compute("and.b32", "u32", tid, WARPGROUP_SIZE - 1)
+            self._thread_index = tid
+        return self._thread_index
+
+
+def layouts_of(op: ir.Operation, attr: str, count: int) -> list[Layout]:
+    """The op's inferred layouts; a located error if inference has not run."""
+    if attr not in op.attributes:
+        raise error_at(op, f"has no '{attr}': run smalti-infer-layouts before lowering")
+    layouts = attr_to_layouts(op.attributes[attr])
+    if len(layouts) != count:
+        raise error_at(op, f"'{attr}' has {len(layouts)} layouts for {count} vector values")
+    return layouts

@@ -1,0 +1,203 @@
+"""Elementwise vector ops: one PTX instruction per register, packed x2 forms for 16 bits."""
+
+from __future__ import annotations
+
+import struct
+
+import ml_dtypes
+import numpy as np
+from jaxlib.mlir import ir
+
+from smalti.dialect.diagnostics import error_at
+from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.registry import lowering_rule
+from smalti.lowering.values import (
+    ELEMENT_TYPES,
+    ElementType,
+    FragmentedArray,
+    element_type,
+    elements_per_register,
+    fragment_geometry,
+)
+from smalti.ptx import Immediate, Register, VectorOperand
+
+# Ops whose PTX form exists for f32 and for 16-bit floats (scalar and packed x2).
+FLOAT_NATIVE = {
+    "arith.addf": "add.rn",
+    "arith.subf": "sub.rn",
+    "arith.mulf": "mul.rn",
+    "arith.maximumf": "max.NaN",
+    "arith.minimumf": "min.NaN",
+    "arith.maxnumf": "max",
+    "arith.minnumf": "min",
+    "arith.negf": "neg",
+    "math.absf": "abs",
+    "math.fma": "fma.rn",
+}
+# Ops PTX has for f32 only: 16-bit operands are widened, computed, and rounded once.
+FLOAT_VIA_F32 = {
+    "arith.divf": "div.rn",
+    "math.sqrt": "sqrt.rn",
+}
+INTEGER_OPS = {
+    "arith.addi": "add.{s}",
+    "arith.subi": "sub.{s}",
+    "arith.muli": "mul.lo.{s}",
+    "arith.maxsi": "max.{s}",
+    "arith.minsi": "min.{s}",
+    "arith.andi": "and.{b}",
+    "arith.ori": "or.{b}",
+    "arith.xori": "xor.{b}",
+}
+
+
+def _result_array(ctx: LoweringContext, op: ir.Operation, element: ElementType,
+                  make_register) -> FragmentedArray:
+    """Build the result array of `op` register by register with `make_register(v, k)`."""
+    result = op.results[0]
+    shape = tuple(ir.VectorType(result.type).shape)
+    layout = layouts_of(op, "out_layouts", 1)[0]
+    count, length = fragment_geometry(layout, shape)
+    per_vector = length // elements_per_register(element, length)
+    vectors = tuple(tuple(make_register(v, k) for k in range(per_vector)) for v in range(count))
+    return FragmentedArray(layout, shape, element, vectors, length)
+
+
+def _operands(ctx: LoweringContext, op: ir.Operation) -> list[FragmentedArray]:
+    arrays = [ctx.array(op, v) for v in op.operands]
+    layout = layouts_of(op, "out_layouts", 1)[0]
+    for i, array in enumerate(arrays):
+        if array.layout != layout:
+            raise error_at(op, f"operand #{i} has layout {array.layout} but the result has "
+                               f"{layout}; run smalti-infer-layouts or insert a layout_cast")
+    return arrays
+
+
+def lower_elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
+    """Lower an elementwise arith/math op on vectors."""
+    element = element_type(ir.VectorType(op.results[0].type).element_type)
+    if element is None:
+        raise error_at(op, f"vectors of {op.results[0].type} are not supported")
+    operands = _operands(ctx, op)
+    b = ctx.builder
+    if op.name in INTEGER_OPS and not element.is_float:
+        opcode = INTEGER_OPS[op.name].format(s=element.scalar, b=f"b{element.bits}")
+
+        def make(v: int, k: int) -> Register:
+            return b.compute(opcode, element.scalar, *(a.vectors[v][k] for a in operands))
+    elif op.name in FLOAT_NATIVE and element.is_float:
+        def make(v: int, k: int) -> Register:
+            rtype = operands[0].register_type
+            return b.compute(f"{FLOAT_NATIVE[op.name]}.{rtype}", rtype,
+                             *(a.vectors[v][k] for a in operands))
+    elif op.name in FLOAT_VIA_F32 and element.is_float:
+        def make(v: int, k: int) -> Register:
+            return _via_f32(ctx, FLOAT_VIA_F32[op.name], operands, v, k)
+    else:
+        raise error_at(op, f"has no lowering for vectors of {element.name}")
+    ctx.set(op.results[0], _result_array(ctx, op, element, make))
+
+
+def _via_f32(ctx: LoweringContext, opcode: str, operands: list[FragmentedArray], v: int,
+             k: int) -> Register:
+    """Apply an f32-only op to register k of vector v, widening 16-bit inputs first."""
+    b = ctx.builder
+    first = operands[0]
+    if first.element.bits == 32:
+        return b.compute(f"{opcode}.f32", "f32", *(a.vectors[v][k] for a in operands))
+    halves = [unpack(ctx, a, a.vectors[v][k]) for a in operands]
+    narrow = first.element.scalar
+    results = []
+    for lane in range(len(halves[0])):
+        wide = [b.compute(f"cvt.f32.{narrow}", "f32", h[lane]) for h in halves]
+        results.append(b.compute(f"{opcode}.f32", "f32", *wide))
+    return narrow_from_f32(ctx, first.element, results)
+
+
+def unpack(ctx: LoweringContext, array: FragmentedArray, reg: Register) -> list[Register]:
+    """The 16-bit halves (low first) of a packed register, or [reg] if not packed."""
+    if array.pack == 1:
+        return [reg]
+    lo, hi = ctx.builder.reg("b16"), ctx.builder.reg("b16")
+    ctx.builder.emit("mov.b32", VectorOperand((lo, hi)), reg)
+    return [lo, hi]
+
+
+def narrow_from_f32(ctx: LoweringContext, element: ElementType, values: list[Register]
+                    ) -> Register:
+    """Round one or two f32 registers to `element` (two go packed, the first in the low half)."""
+    b = ctx.builder
+    if len(values) == 2:  # cvt.rn.bf16x2.f32 d, a, b puts a in the upper half
+        return b.compute(f"cvt.rn.{element.packed}.f32", "b32", values[1], values[0])
+    return b.compute(f"cvt.rn.{element.scalar}.f32", "b16", values[0])
+
+
+@lowering_rule(*(n for n in (*FLOAT_NATIVE, *FLOAT_VIA_F32, *INTEGER_OPS)
+                 if n not in ("arith.addi", "arith.subi", "arith.muli")))
+def _elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
+    lower_elementwise(ctx, op)
+
+
+@lowering_rule("arith.extf", "arith.truncf")
+def _float_cast(ctx: LoweringContext, op: ir.Operation) -> None:
+    """f32 <-> bf16/f16 conversions (round to nearest even when narrowing)."""
+    source = ctx.array(op, op.operands[0])
+    target = element_type(ir.VectorType(op.results[0].type).element_type)
+    if target is None or {source.element.bits, target.bits} != {16, 32}:
+        raise error_at(op, f"converts only between f32 and 16-bit floats, not "
+                           f"{source.element.name} -> {op.results[0].type}")
+    b = ctx.builder
+    if op.name == "arith.extf":
+        widened = [[b.compute(f"cvt.f32.{source.element.scalar}", "f32", h)
+                    for r in vector for h in unpack(ctx, source, r)] for vector in source.vectors]
+        ctx.set(op.results[0], FragmentedArray(source.layout, source.shape, target,
+                                               tuple(map(tuple, widened)),
+                                               source.vector_length))
+        return
+    pack = elements_per_register(target, source.vector_length)
+    narrowed = [tuple(narrow_from_f32(ctx, target, list(vector[i:i + pack]))
+                      for i in range(0, len(vector), pack)) for vector in source.vectors]
+    ctx.set(op.results[0], FragmentedArray(source.layout, source.shape, target,
+                                           tuple(narrowed), source.vector_length))
+
+
+def splat_constant(ctx: LoweringContext, op: ir.Operation, attr: ir.Attribute) -> None:
+    """A splat vector constant: one register (per packing) shared by every element."""
+    if not (isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat):
+        raise error_at(op, "non-splat vector constants are not supported yet")
+    vector_type = ir.VectorType(op.results[0].type)
+    element = element_type(vector_type.element_type)
+    if element is None or element.bits == 1:
+        raise error_at(op, f"vector constants of {vector_type.element_type} are not supported")
+    layout = layouts_of(op, "out_layouts", 1)[0]
+    shape = tuple(vector_type.shape)
+    count, length = fragment_geometry(layout, shape)
+    pack = elements_per_register(element, length)
+    bits = constant_bits(element, ir.DenseElementsAttr(attr).get_splat_value())
+    if pack == 2:
+        bits = bits | (bits << 16)
+    register_type = element.packed if pack == 2 else element.scalar
+    reg = ctx.builder.reg(register_type)
+    ctx.builder.emit(f"mov.b{32 if pack == 2 else element.bits}", reg, Immediate(bits))
+    vectors = tuple((reg,) * (length // pack) for _ in range(count))
+    ctx.set(op.results[0], FragmentedArray(layout, shape, element, vectors, length))
+
+
+def constant_bits(element: ElementType, attr: ir.Attribute) -> int:
+    """The bit pattern of a scalar constant attribute of `element` type."""
+    if isinstance(attr, ir.IntegerAttr):
+        return ir.IntegerAttr(attr).value & ((1 << element.bits) - 1)
+    value = ir.FloatAttr(attr).value
+    match element.name:
+        case "f32":
+            return struct.unpack("<I", struct.pack("<f", value))[0]
+        case "f64":
+            return struct.unpack("<Q", struct.pack("<d", value))[0]
+        case "bf16":
+            return int(np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16))
+        case "f16":
+            return int(np.array(value, dtype=np.float16).view(np.uint16))
+    raise ValueError(f"no constant encoding for {element.name}")
+
+
+__all__ = ["ELEMENT_TYPES", "lower_elementwise", "narrow_from_f32", "splat_constant", "unpack"]

@@ -1,0 +1,45 @@
+"""layout_cast: the same array in another register layout."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.attributes import layout_to_text
+from smalti.dialect.diagnostics import error_at
+from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.registry import lowering_rule
+from smalti.lowering.values import FragmentedArray, elements_per_register, fragment_geometry
+from smalti.tiling import WGSplatLayout
+
+
+@lowering_rule("smalti.layout_cast")
+def _layout_cast(ctx: LoweringContext, op: ir.Operation) -> None:
+    source = ctx.array(op, op.operands[0])
+    target = layouts_of(op, "out_layouts", 1)[0]
+    if source.layout == target:
+        ctx.set(op.results[0], source)
+        return
+    if isinstance(source.layout, WGSplatLayout):
+        ctx.set(op.results[0], broadcast_splat(ctx, source, target))
+        return
+    raise error_at(op, f"relayout from #smalti.{layout_to_text(source.layout)} to "
+                       f"#smalti.{layout_to_text(target)} is not supported yet")
+
+
+def broadcast_splat(ctx: LoweringContext, source: FragmentedArray, target) -> FragmentedArray:
+    """Every element of the target layout takes the splat's one value."""
+    (value,), = source.vectors
+    count, length = fragment_geometry(target, source.shape)
+    pack = elements_per_register(source.element, length)
+    if pack == 2:
+        packed = ctx.builder.reg("b32")
+        ctx.builder.emit("mov.b32", packed, _pair(value))
+        value = packed
+    return FragmentedArray(target, source.shape, source.element,
+                           tuple((value,) * (length // pack) for _ in range(count)), length)
+
+
+def _pair(value):
+    from smalti.ptx import VectorOperand
+
+    return VectorOperand((value, value))

@@ -1,0 +1,59 @@
+"""Lower laid-out kernels to a PTX module, one op at a time through the rule registry."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.diagnostics import error_at
+from smalti.dialect.kernel import kernel_functions, kernel_signature
+from smalti.lowering import elementwise, layout, memory, scalar  # noqa: F401  (registers rules)
+from smalti.lowering.context import LoweringContext
+from smalti.lowering.registry import RULES
+from smalti.lowering.values import ELEMENT_TYPES, BufferValue, ScalarValue
+from smalti.ptx import Address, KernelBuilder, Module
+from smalti.ptx.module import Kernel
+
+PTX_VERSION = "8.0"
+TARGET = "sm_90a"
+
+
+def lower_module(module: ir.Operation) -> Module:
+    """PTX for every kernel of `module`; a located DiagnosticError for what cannot lower."""
+    kernels = tuple(lower_kernel(func) for func in kernel_functions(module))
+    if not kernels:
+        raise error_at(module.location, "no kernel to lower: mark a func.func with "
+                                        "'smalti.kernel'")
+    return Module(version=PTX_VERSION, target=TARGET, kernels=kernels)
+
+
+def lower_kernel(func: ir.Operation) -> Kernel:
+    signature = kernel_signature(func)
+    block = signature.block
+    builder = KernelBuilder(signature.name, maxntid=block)
+    ctx = LoweringContext(builder, signature)
+    entry = func.regions[0].blocks[0]
+    params = [builder.param(arg.name, "u64" if arg.shape is not None else
+                            _scalar_param_type(arg.dtype)) for arg in signature.args]
+    for value, arg, param in zip(entry.arguments, signature.args, params, strict=True):
+        element = ELEMENT_TYPES.get(arg.dtype)
+        if element is None:
+            raise error_at(func, f"arguments of element type {arg.dtype} are not supported yet")
+        if arg.shape is not None:
+            generic = builder.compute("ld.param.u64", "u64", Address(param))
+            address = builder.compute("cvta.to.global.u64", "u64", generic)
+            strides = tuple(ir.MemRefType(value.type).get_strides_and_offset()[0])
+            ctx.set(value, BufferValue(address, arg.shape, strides, element))
+        else:
+            reg = builder.compute(f"ld.param.{element.scalar}", element.scalar, Address(param))
+            ctx.set(value, ScalarValue(reg, element, 1))
+    for op in entry.operations:
+        op = op.operation
+        rule = RULES.get(op.name)
+        if rule is None:
+            raise error_at(op, "has no PTX lowering rule")
+        rule(ctx, op)
+    return builder.build()
+
+
+def _scalar_param_type(dtype: str) -> str:
+    return {"i1": "u8", "bf16": "b16", "f16": "b16"}.get(dtype, ELEMENT_TYPES[dtype].scalar)

@@ -1,0 +1,238 @@
+"""vector_load / vector_store between global memory and registers.
+
+Each thread's address is base + index offset (uniform) + thread offset (from the layout's
+thread terms, computed once per kernel and layout) + a static offset per register. Accesses
+are as wide as contiguity and provable alignment allow, up to 16 bytes (ld.global.v4.b32).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.diagnostics import error_at
+from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.registry import lowering_rule
+from smalti.lowering.scalar import INDEX, constant_scalar, scalar_add, scalar_mul
+from smalti.lowering.values import (
+    BufferValue,
+    FragmentedArray,
+    ScalarValue,
+    elements_per_register,
+)
+from smalti.ptx import Address, Register, VectorOperand
+from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout, WGSplatLayout
+
+# Kernel buffers are assumed 16-byte aligned (XLA and the simulator give 256).
+BUFFER_ALIGNMENT = 16
+MAX_ACCESS_BYTES = 16
+
+
+@dataclass(frozen=True)
+class Access:
+    """One ld/st: `count` elements starting at element `first` of a register vector."""
+
+    address: Register
+    offset: int  # bytes
+    first: int
+    count: int
+
+
+def _index_offset(ctx: LoweringContext, op: ir.Operation, buffer: BufferValue,
+                  indices: list[ir.Value]) -> ScalarValue:
+    """Byte offset of the slice origin: sum of index * stride * element size (uniform)."""
+    total = constant_scalar(0)
+    for index, stride in zip(indices, buffer.strides, strict=True):
+        step = constant_scalar(stride * buffer.element.bytes)
+        total = scalar_add(ctx, total, scalar_mul(ctx, ctx.scalar(op, index), step))
+    return total
+
+
+def _pow2(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+def _thread_offset(ctx: LoweringContext, dist: Distribution, buffer: BufferValue
+                   ) -> tuple[Register | None, int]:
+    """This thread's byte offset for a layout (u32) and a divisor of it; memoised."""
+    coefficients = [term.scale * buffer.strides[term.dim] * buffer.element.bytes
+                    for term in dist.thread_terms]
+    key = ("thread_offset", dist.thread_terms, tuple(coefficients))
+    if key in ctx.cache:
+        return ctx.cache[key]
+    b = ctx.builder
+    tid = ctx.thread_index()
+    total: Register | None = None
+    for term, coefficient in zip(dist.thread_terms, coefficients, strict=True):
+        part = tid
+        if term.divisor > 1:
+            part = (b.compute("shr.u32", "u32", part, term.divisor.bit_length() - 1)
+                    if _pow2(term.divisor) else b.compute("div.u32", "u32", part, term.divisor))
+        if term.divisor * term.modulus < WARPGROUP_SIZE:
+            part = (b.compute("and.b32", "u32", part, term.modulus - 1)
+                    if _pow2(term.modulus) else b.compute("rem.u32", "u32", part, term.modulus))
+        if total is None:
+            total = b.compute("mul.lo.u32", "u32", part, coefficient)
+        else:
+            total = b.compute("mad.lo.u32", "u32", part, coefficient, total)
+    divisor = math.gcd(*coefficients) if coefficients else 0
+    ctx.cache[key] = (total, divisor)
+    return total, divisor
+
+
+def _flat_offset(ctx: LoweringContext, dist: Distribution, buffer: BufferValue, register: int
+                 ) -> Register:
+    """Byte offset of register vector `register` computed from its flat element position:
+    the slow path for strided layouts whose parts would carry between dimensions."""
+    b = ctx.builder
+    flat = b.compute("mad.lo.u32", "u32", ctx.thread_index(), dist.vector_length,
+                     register * WARPGROUP_SIZE * dist.vector_length)
+    total: Register | None = None
+    row_stride = 1
+    for dim in reversed(range(len(dist.shape))):
+        index = b.compute("div.u32", "u32", flat, row_stride) if row_stride > 1 else flat
+        index = b.compute("rem.u32", "u32", index, dist.shape[dim])
+        coefficient = buffer.strides[dim] * buffer.element.bytes
+        total = (b.compute("mul.lo.u32", "u32", index, coefficient) if total is None
+                 else b.compute("mad.lo.u32", "u32", index, coefficient, total))
+        row_stride *= dist.shape[dim]
+    assert total is not None
+    return total
+
+
+def _add_address(ctx: LoweringContext, base: Register, offset: Register | ScalarValue | None
+                 ) -> Register:
+    b = ctx.builder
+    match offset:
+        case None:
+            return base
+        case ScalarValue(constant=0):
+            return base
+        case ScalarValue(operand=operand):
+            return b.compute("add.s64", "u64", base, operand)
+        case Register():
+            wide = b.compute("cvt.u64.u32", "u64", offset)
+            return b.compute("add.s64", "u64", base, wide)
+
+
+def _accesses(ctx: LoweringContext, op: ir.Operation, buffer: BufferValue,
+              indices: list[ir.Value], layout: Layout, shape: tuple[int, ...]
+              ) -> Iterator[tuple[int, Access]]:
+    """(register vector, access) pairs covering every element this thread holds."""
+    if isinstance(layout, WGSplatLayout):
+        raise error_at(op, "cannot access memory with a splat layout")
+    if buffer.size_bytes >= 2**31:
+        raise error_at(op, "buffers of 2 GiB or more are not supported yet")
+    dist = layout.distribution(shape)
+    element_bytes = buffer.element.bytes
+    index_offset = _index_offset(ctx, op, buffer, indices)
+    base = _add_address(ctx, buffer.address, index_offset)
+    contiguous = (dist.vector_dim == len(shape) - 1 and dist.vector_step == 1
+                  and buffer.strides[-1] == 1)
+    run = dist.vector_length if contiguous else 1
+    if dist.separable:
+        thread_offset, thread_divisor = _thread_offset(ctx, dist, buffer)
+        thread_base = _add_address(ctx, base, thread_offset)
+        static = [sum(o * s for o, s in zip(origin, buffer.strides, strict=True)) * element_bytes
+                  for origin in dist.register_origins]
+        alignment = math.gcd(BUFFER_ALIGNMENT, index_offset.divisor, thread_divisor, *static)
+        addresses = [(thread_base, offset) for offset in static]
+    else:
+        alignment = math.gcd(BUFFER_ALIGNMENT, index_offset.divisor,
+                             dist.vector_length * element_bytes,
+                             *(s * element_bytes for s in buffer.strides))
+        addresses = [(_add_address(ctx, base, _flat_offset(ctx, dist, buffer, r)), 0)
+                     for r in range(dist.num_registers)]
+    width = _access_elements(run, element_bytes, alignment)
+    for register, (address, offset) in enumerate(addresses):
+        for first in range(0, dist.vector_length, width):
+            step = (first * dist.vector_step * buffer.strides[dist.vector_dim]
+                    * element_bytes)
+            yield register, Access(address, offset + step, first, width)
+
+
+def _access_elements(run: int, element_bytes: int, alignment: int) -> int:
+    """Elements per access: the widest power of two the run, alignment and 16 B permit."""
+    count = 1
+    while (run % (count * 2) == 0 and (count * 2 * element_bytes) <= MAX_ACCESS_BYTES
+           and alignment % (count * 2 * element_bytes) == 0):
+        count *= 2
+    return count
+
+
+def _access_type(array_pack: int, element_bits: int, register_type: str, count: int
+                 ) -> tuple[str, int]:
+    """(PTX type of one access unit, units per access) for `count` elements."""
+    if array_pack == 2 and count >= 2:
+        return "b32", count // 2
+    if element_bits == 32:
+        return ("f32" if register_type == "f32" else "b32"), count
+    return f"b{element_bits}", count
+
+
+def _vector_suffix(units: int) -> str:
+    return f".v{units}" if units > 1 else ""
+
+
+@lowering_rule("smalti.vector_load")
+def _vector_load(ctx: LoweringContext, op: ir.Operation) -> None:
+    result = op.results[0]
+    vector_type = ir.VectorType(result.type)
+    shape = tuple(vector_type.shape)
+    layout = layouts_of(op, "out_layouts", 1)[0]
+    buffer = ctx.buffer(op, op.operands[0])
+    element = buffer.element
+    b = ctx.builder
+    length = layout.distribution(shape).vector_length
+    pack = elements_per_register(element, length)
+    register_type = element.packed if pack == 2 else element.scalar
+    vectors: list[list[Register]] = [[] for _ in range(layout.distribution(shape).num_registers)]
+    for register, access in _accesses(ctx, op, buffer, list(op.operands)[1:], layout, shape):
+        unit, units = _access_type(pack, element.bits, register_type, access.count)
+        if pack == 2 and access.count == 1:  # a lone 16-bit element of a packed pair
+            half = b.compute("ld.global.b16", "b16", Address(access.address, access.offset))
+            vectors[register].append(half)
+            if access.first % 2 == 1:
+                lo, hi = vectors[register][-2:]
+                packed = b.reg("b32")
+                b.emit("mov.b32", packed, VectorOperand((lo, hi)))
+                vectors[register][-2:] = [packed]
+            continue
+        registers = [b.reg(register_type) for _ in range(units)]
+        destination = VectorOperand(tuple(registers)) if units > 1 else registers[0]
+        b.emit(f"ld.global{_vector_suffix(units)}.{unit}", destination,
+               Address(access.address, access.offset))
+        vectors[register].extend(registers)
+    ctx.set(result, FragmentedArray(layout, shape, element, tuple(map(tuple, vectors)), length))
+
+
+@lowering_rule("smalti.vector_store")
+def _vector_store(ctx: LoweringContext, op: ir.Operation) -> None:
+    array = ctx.array(op, op.operands[0])
+    layout = layouts_of(op, "in_layouts", 1)[0]
+    if array.layout != layout:
+        raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
+                           f"{layout}")
+    buffer = ctx.buffer(op, op.operands[1])
+    b = ctx.builder
+    halves: dict[tuple[int, int], list[Register]] = {}
+    for register, access in _accesses(ctx, op, buffer, list(op.operands)[2:], layout,
+                                      array.shape):
+        unit, units = _access_type(array.pack, array.element.bits, array.register_type,
+                                   access.count)
+        address = Address(access.address, access.offset)
+        if array.pack == 2 and access.count == 1:
+            key = (register, access.first // 2)
+            if key not in halves:
+                lo, hi = b.reg("b16"), b.reg("b16")
+                b.emit("mov.b32", VectorOperand((lo, hi)), array.vectors[register][key[1]])
+                halves[key] = [lo, hi]
+            b.emit("st.global.b16", address, halves[key][access.first % 2])
+            continue
+        start = access.first // array.pack
+        sources = array.vectors[register][start:start + units]
+        source = VectorOperand(tuple(sources)) if units > 1 else sources[0]
+        b.emit(f"st.global{_vector_suffix(units)}.{unit}", address, source)

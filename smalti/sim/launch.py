@@ -1,0 +1,130 @@
+"""The public entry points: marshal arguments, run a kernel, and write device buffers back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from smalti.ptx.module import Module, Param
+from smalti.sim.dtypes import BITS, FLOAT, VIEW, constant
+from smalti.sim.errors import SimError
+from smalti.sim.geometry import Geometry, as_dim3
+from smalti.sim.machine import Machine
+from smalti.sim.memory import GlobalMemory, ParamSpace, SharedMemory
+from smalti.sim.program import Program, load_program, param_size
+from smalti.sim.registers import RegisterFile
+from smalti.sim.scheduler import execute
+
+Arg = np.ndarray | int | float | np.generic
+Dim = tuple[int, int, int] | int
+MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one sm_90 block can use
+POINTER_TYPES = ("u64", "b64", "s64")
+
+
+def run_ptx(ptx_text: str, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
+            shared_bytes: int = 0) -> None:
+    """Parse PTX text and run `kernel` on the CPU; numpy arrays in `args` are updated in place."""
+    try:
+        from smalti.ptx.parser import parse_module
+    except ImportError:
+        raise SimError("run_ptx needs smalti.ptx.parser, which is not available; "
+                       "build the module and call run_module") from None
+    run_module(parse_module(ptx_text), kernel, grid, block, args, shared_bytes)
+
+
+def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
+               shared_bytes: int = 0) -> None:
+    """Run `kernel` of a PTX module on the CPU; numpy arrays in `args` are device buffers."""
+    program = load_program(module, kernel)
+    try:
+        geometry = Geometry(as_dim3(grid, "grid"), as_dim3(block, "block"))
+    except ValueError as e:
+        raise SimError(str(e), kernel=kernel) from None
+    params = program.kernel.params
+    if len(args) != len(params):
+        raise SimError(f"{len(params)} kernel arguments expected, {len(args)} given",
+                       kernel=kernel)
+    shared_size = _shared_size(program, shared_bytes)
+    buffers, names, copies = [], [], []
+    for i, arg in enumerate(args):
+        if isinstance(arg, np.ndarray) and params[i].array is None:
+            view = arg
+            if not (arg.flags.c_contiguous and arg.flags.writeable):
+                view = np.ascontiguousarray(arg).copy()
+                copies.append((arg, view))
+            buffers.append(view)
+            names.append(f"args[{i}] ({params[i].name})")
+    memory = GlobalMemory(buffers, names)
+    param_data = _marshal(program, memory, args)
+    machine = Machine(
+        geometry=geometry,
+        registers=RegisterFile(_declared(program), geometry.threads),
+        global_memory=memory,
+        shared=SharedMemory(geometry.blocks, shared_size, geometry.block_of),
+        params=ParamSpace(param_data, {p.name: o for p, o in
+                                       zip(params, program.param_offsets, strict=True)}),
+    )
+    with np.errstate(all="ignore"):
+        execute(program, machine)
+    for original, copy in copies:
+        if original.flags.writeable:
+            original[...] = copy
+
+
+def _declared(program: Program) -> dict[str, str]:
+    return {name: decl.type for decl in program.kernel.registers for name in decl.names()}
+
+
+def _shared_size(program: Program, shared_bytes: int) -> int:
+    layout = program.shared
+    size = max(layout.static_bytes, layout.dynamic_offset + shared_bytes if shared_bytes else 0)
+    if shared_bytes < 0 or size > MAX_SHARED_BYTES:
+        raise SimError(f"the kernel needs {size} bytes of shared memory per block; sm_90 "
+                       f"allows {MAX_SHARED_BYTES}", kernel=program.kernel.name)
+    return size
+
+
+def _marshal(program: Program, memory: GlobalMemory, args: Sequence[Arg]) -> bytes:
+    data = bytearray(program.param_bytes)
+    buffer_index = 0
+    for param, offset, arg in zip(program.kernel.params, program.param_offsets, args,
+                                  strict=True):
+        raw = _param_bytes(param, arg, program.kernel.name, memory, buffer_index)
+        if isinstance(arg, np.ndarray) and param.array is None:
+            buffer_index += 1
+        data[offset:offset + len(raw)] = raw
+    return bytes(data)
+
+
+def _param_bytes(param: Param, arg: Arg, kernel: str, memory: GlobalMemory,
+                 buffer_index: int) -> bytes:
+    size, _ = param_size(param)
+    if param.array is not None:  # `.b8 name[N]`: the argument's raw bytes (e.g. a struct)
+        raw = np.ascontiguousarray(arg).tobytes()
+        if len(raw) != size:
+            raise SimError(f"parameter {param.name} takes {size} bytes, got {len(raw)}",
+                           kernel=kernel)
+        return raw
+    if isinstance(arg, np.ndarray):
+        if param.type not in POINTER_TYPES:
+            raise SimError(f"array passed to .{param.type} parameter {param.name}; arrays are "
+                           "device buffers for .u64 pointer parameters", kernel=kernel)
+        return np.uint64(memory.address(buffer_index)).tobytes()
+    if param.type not in VIEW or param.type == "pred":
+        raise SimError(f"unsupported parameter type .{param.type} of {param.name}",
+                       kernel=kernel)
+    value = arg.item() if isinstance(arg, np.generic) else arg
+    if param.type in FLOAT or param.type in ("f16", "bf16"):
+        return constant(float(value), param.type).tobytes()
+    if isinstance(value, float) or not _fits(int(value), param.type):
+        raise SimError(f"argument {value!r} does not fit parameter {param.name} "
+                       f"(.{param.type})", kernel=kernel)
+    return constant(int(value), param.type).tobytes()
+
+
+def _fits(value: int, ptx_type: str) -> bool:
+    bits = BITS[ptx_type]
+    if ptx_type.startswith("s"):
+        return -(1 << (bits - 1)) <= value < (1 << (bits - 1))
+    return -(1 << (bits - 1)) <= value < (1 << bits)

@@ -1,0 +1,208 @@
+"""Global, shared and parameter memory as byte arrays, accessed by vectors of addresses."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from smalti.sim.dtypes import UINT_OF_BITS
+from smalti.sim.errors import Fault
+from smalti.sim.lanes import Lanes
+
+GLOBAL_BASE = 1 << 32  # first fake device address; 0 and small addresses stay invalid
+GLOBAL_ALIGN = 256
+GLOBAL_GAP = 4096  # unmapped bytes between buffers, so running off one end faults
+SHARED_WINDOW = 0x7F00_0000_0000  # generic addresses of the executing block's shared memory
+
+
+def _align(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def gather(data: np.ndarray, offsets: np.ndarray, elem: int, count: int) -> np.ndarray:
+    """Read `count` elements of `elem` bytes at each byte offset of flat bytes `data`."""
+    udt = UINT_OF_BITS[elem * 8]
+    offsets = offsets.astype(np.int64, copy=False)
+    if data.size % elem == 0:
+        units = data.view(udt)
+        idx = offsets // elem
+        return units[idx[:, None] + np.arange(count)] if count > 1 else units[idx][:, None]
+    raw = data[offsets[:, None] + np.arange(elem * count)]
+    return np.ascontiguousarray(raw).view(udt).reshape(-1, count)
+
+
+def scatter(data: np.ndarray, offsets: np.ndarray, values: np.ndarray, elem: int) -> None:
+    """Write `values` (n, count) of `elem` bytes each at the byte offsets of flat `data`."""
+    udt = UINT_OF_BITS[elem * 8]
+    offsets = offsets.astype(np.int64, copy=False)
+    count = values.shape[1]
+    values = values.astype(udt, copy=False)
+    if data.size % elem == 0:
+        data.view(udt)[(offsets // elem)[:, None] + np.arange(count)] = values
+        return
+    raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(offsets), -1)
+    data[offsets[:, None] + np.arange(elem * count)] = raw
+
+
+def check_aligned(addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str) -> None:
+    """PTX requires naturally aligned accesses (vectors: aligned to the whole vector)."""
+    bad = (addresses % np.uint64(nbytes)) != 0
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise Fault(f"misaligned {what} of {nbytes} bytes at address {int(addresses[first]):#x}",
+                    lanes.first(bad))
+
+
+class GlobalMemory:
+    """The launch's device buffers, each at a fake 256-byte aligned address range."""
+
+    def __init__(self, buffers: Sequence[np.ndarray], names: Sequence[str]) -> None:
+        self.buffers = [b.reshape(-1).view(np.uint8) for b in buffers]
+        self.names = list(names)
+        bases, cursor = [], GLOBAL_BASE
+        for data in self.buffers:
+            bases.append(cursor)
+            cursor = _align(cursor + data.size + GLOBAL_GAP, GLOBAL_ALIGN)
+        self.bases = np.array(bases, dtype=np.uint64)
+        self.ends = self.bases + np.array([d.size for d in self.buffers], dtype=np.uint64)
+
+    def address(self, i: int) -> int:
+        """The device address of buffer `i`."""
+        return int(self.bases[i])
+
+    def _locate(self, addresses: np.ndarray, nbytes: int, lanes: Lanes,
+                what: str) -> list[tuple[int, np.ndarray | None, np.ndarray]]:
+        """Split accesses by buffer: (buffer, positions or None for all, byte offsets)."""
+        if not len(self.buffers):
+            raise Fault(f"{what} at address {int(addresses[0]):#x} with no buffers",
+                        lanes.first())
+        lo, hi = addresses.min(), addresses.max()
+        k = int(np.searchsorted(self.bases, lo, side="right")) - 1
+        if k >= 0 and lo >= self.bases[k] and hi + np.uint64(nbytes) <= self.ends[k]:
+            return [(k, None, addresses - self.bases[k])]
+        which = np.searchsorted(self.bases, addresses, side="right").astype(np.int64) - 1
+        clamped = np.maximum(which, 0)
+        valid = (which >= 0) & (addresses + np.uint64(nbytes) <= self.ends[clamped])
+        if not valid.all():
+            first = int(np.argmax(~valid))
+            raise Fault(self._describe_oob(int(addresses[first]), nbytes, what),
+                        lanes.first(~valid))
+        parts = []
+        for k in np.unique(which):
+            positions = np.flatnonzero(which == k)
+            parts.append((int(k), positions, addresses[positions] - self.bases[k]))
+        return parts
+
+    def _describe_oob(self, address: int, nbytes: int, what: str) -> str:
+        k = int(np.searchsorted(self.bases, np.uint64(address), side="right")) - 1
+        where = "below every buffer"
+        if k >= 0:
+            size = int(self.ends[k] - self.bases[k])
+            offset = address - int(self.bases[k])
+            where = f"at byte offset {offset} of {self.names[k]} ({size} bytes)"
+        return f"out-of-bounds global {what} of {nbytes} bytes at address {address:#x}, {where}"
+
+    def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes) -> np.ndarray:
+        """(n, count) raw elements loaded at `addresses` (one per active thread)."""
+        check_aligned(addresses, elem * count, lanes, "global load")
+        parts = self._locate(addresses, elem * count, lanes, "load")
+        if len(parts) == 1 and parts[0][1] is None:
+            k, _, offsets = parts[0]
+            return gather(self.buffers[k], offsets, elem, count)
+        out = np.empty((addresses.size, count), UINT_OF_BITS[elem * 8])
+        for k, positions, offsets in parts:
+            out[positions] = gather(self.buffers[k], offsets, elem, count)
+        return out
+
+    def store(self, addresses: np.ndarray, values: np.ndarray, elem: int, lanes: Lanes) -> None:
+        """Store raw elements `values` (n, count) at `addresses`."""
+        count = values.shape[1]
+        check_aligned(addresses, elem * count, lanes, "global store")
+        for k, positions, offsets in self._locate(addresses, elem * count, lanes, "store"):
+            part = values if positions is None else values[positions]
+            scatter(self.buffers[k], offsets, part, elem)
+
+
+@dataclass(frozen=True)
+class SharedLayout:
+    """Offsets of a kernel's shared variables; dynamic (`extern`) memory follows the static."""
+
+    offsets: dict[str, int]
+    static_bytes: int
+    dynamic_offset: int
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted(self.offsets.items())), self.static_bytes, self.dynamic_offset))
+
+
+def layout_shared(decls: Sequence) -> SharedLayout:
+    """Lay out `SharedDecl`s: static ones in order, then every extern one at one offset."""
+    offsets: dict[str, int] = {}
+    cursor = 0
+    externs = []
+    for decl in decls:
+        if decl.size is None:
+            externs.append(decl)
+            continue
+        cursor = _align(cursor, decl.align)
+        offsets[decl.name] = cursor
+        cursor += decl.size * max(1, _type_bytes(decl.type))
+    dynamic = _align(cursor, max([16, *(d.align for d in externs)]))
+    for decl in externs:
+        offsets[decl.name] = dynamic
+    return SharedLayout(offsets, cursor, dynamic)
+
+
+def _type_bytes(ptx_type: str) -> int:
+    digits = "".join(ch for ch in ptx_type if ch.isdigit())
+    return max(1, int(digits) // 8) if digits else 1
+
+
+class SharedMemory:
+    """One byte array per block; addresses are offsets into the block's shared window."""
+
+    def __init__(self, blocks: int, size: int, block_of: np.ndarray) -> None:
+        self.size = size
+        self.data = np.zeros(blocks * size, np.uint8)
+        self.block_of = block_of
+
+    def _offsets(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str) -> np.ndarray:
+        bad = addresses + np.uint64(nbytes) > np.uint64(self.size)
+        if bad.any():
+            first = int(np.argmax(bad))
+            raise Fault(f"out-of-bounds shared {what} of {nbytes} bytes at shared address "
+                        f"{int(addresses[first]):#x} (the block has {self.size} bytes)",
+                        lanes.first(bad))
+        blocks = self.block_of if lanes.index is None else self.block_of[lanes.index]
+        return blocks.astype(np.uint64) * np.uint64(self.size) + addresses
+
+    def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes) -> np.ndarray:
+        """(n, count) raw elements loaded at shared `addresses` of each thread's block."""
+        check_aligned(addresses, elem * count, lanes, "shared load")
+        return gather(self.data, self._offsets(addresses, elem * count, lanes, "load"),
+                      elem, count)
+
+    def store(self, addresses: np.ndarray, values: np.ndarray, elem: int, lanes: Lanes) -> None:
+        """Store raw elements `values` (n, count) at shared `addresses`."""
+        nbytes = elem * values.shape[1]
+        check_aligned(addresses, nbytes, lanes, "shared store")
+        scatter(self.data, self._offsets(addresses, nbytes, lanes, "store"), values, elem)
+
+
+class ParamSpace:
+    """Kernel parameters as one byte buffer, uniform across all threads."""
+
+    def __init__(self, data: bytes, offsets: dict[str, int]) -> None:
+        self.data = np.frombuffer(data, np.uint8)
+        self.offsets = offsets
+
+    def load(self, name: str, offset: int, elem: int, count: int) -> np.ndarray:
+        """(1, count) raw elements read at `offset` bytes into parameter `name`."""
+        start = self.offsets[name] + offset
+        end = start + elem * count
+        if offset < 0 or end > self.data.size:
+            raise Fault(f"parameter read of {elem * count} bytes at {name}+{offset} "
+                        "is out of bounds")
+        return self.data[start:end].copy().view(UINT_OF_BITS[elem * 8]).reshape(1, count)

@@ -1,0 +1,174 @@
+"""Loads and stores: `ld`/`st` on the param, global, shared and generic state spaces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from smalti.ptx.module import Immediate, Instruction, Register, Symbol
+from smalti.sim.dtypes import BITS, VIEW, as_bits
+from smalti.sim.errors import Unsupported
+from smalti.sim.lanes import Lanes
+from smalti.sim.machine import Machine
+from smalti.sim.memory import SHARED_WINDOW
+from smalti.sim.operands import (
+    DecodeEnv,
+    Modifiers,
+    address_parts,
+    expect,
+    reader,
+    vector_elements,
+    writer,
+)
+from smalti.sim.registry import Compute, Step, semantics
+
+SPACES = ("global", "shared", "shared::cta", "param", "local", "const")
+ORDERINGS = ("relaxed", "acquire", "release")
+SCOPES = ("cta", "cluster", "gpu", "sys")
+AddressFn = Callable[[Machine, Lanes], np.ndarray]
+
+
+def _parse(inst: Instruction) -> tuple[str, int, str]:
+    """(state space, vector length, element type) of an ld/st opcode."""
+    mods = Modifiers(inst)
+    mods.hints()
+    space = mods.one_of(SPACES, default="generic")
+    if mods.one_of(ORDERINGS):
+        mods.one_of(SCOPES)
+    vec = mods.one_of(("v2", "v4"))
+    [ptx_type] = mods.types()
+    mods.done()
+    if space in ("local", "const"):
+        raise Unsupported(f"the .{space} state space is not supported yet")
+    if ptx_type == "pred" or ptx_type not in BITS:
+        raise Unsupported(f"cannot load or store .{ptx_type}")
+    return ("shared" if space == "shared::cta" else space), int(vec[1:]) if vec else 1, ptx_type
+
+
+def _address(op, space: str, env: DecodeEnv) -> AddressFn:
+    """Per-lane uint64 addresses of a memory operand in `space`."""
+    base, offset = address_parts(op)
+    delta = np.uint64(offset % (1 << 64))
+    match base:
+        case Register():
+            width = env.register_bits(base)
+            read = reader(base, "u64" if width == 64 else "u32", env)
+            return lambda m, lanes: read(m, lanes).astype(np.uint64) + delta
+        case Symbol(name=name) if space in ("shared", "generic") and name in env.shared.offsets:
+            address = np.uint64(env.shared.offsets[name]) + delta
+            if space == "generic":
+                address = address + np.uint64(SHARED_WINDOW)
+            return lambda m, lanes: address
+        case Immediate(value=int() as value):
+            address = np.uint64(value % (1 << 64)) + delta
+            return lambda m, lanes: address
+    raise Unsupported(f"unsupported address operand for .{space}")
+
+
+def _per_lane(addresses: np.ndarray, lanes: Lanes) -> np.ndarray:
+    return np.broadcast_to(addresses, (lanes.count,)) if addresses.ndim == 0 else addresses
+
+
+def _sub_lanes(lanes: Lanes, where: np.ndarray) -> Lanes:
+    ids = np.arange(lanes.mask.size) if lanes.index is None else lanes.index
+    mask = np.zeros_like(lanes.mask)
+    mask[ids[where]] = True
+    return Lanes(mask, everyone=False)
+
+
+def _load(m: Machine, space: str, addresses: np.ndarray, elem: int, count: int,
+          lanes: Lanes) -> np.ndarray:
+    if space == "global":
+        return m.global_memory.load(addresses, elem, count, lanes)
+    if space == "shared":
+        return m.shared.load(addresses, elem, count, lanes)
+    in_shared = (addresses >= np.uint64(SHARED_WINDOW)) & (
+        addresses < np.uint64(SHARED_WINDOW + m.shared.size))
+    if not in_shared.any():
+        return m.global_memory.load(addresses, elem, count, lanes)
+    if in_shared.all():
+        return m.shared.load(addresses - np.uint64(SHARED_WINDOW), elem, count, lanes)
+    out = np.empty((addresses.size, count), VIEW[f"b{elem * 8}"])
+    out[~in_shared] = m.global_memory.load(addresses[~in_shared], elem, count,
+                                           _sub_lanes(lanes, ~in_shared))
+    out[in_shared] = m.shared.load(addresses[in_shared] - np.uint64(SHARED_WINDOW), elem,
+                                   count, _sub_lanes(lanes, in_shared))
+    return out
+
+
+def _store(m: Machine, space: str, addresses: np.ndarray, values: np.ndarray, elem: int,
+           lanes: Lanes) -> None:
+    if space == "global":
+        m.global_memory.store(addresses, values, elem, lanes)
+        return
+    if space == "shared":
+        m.shared.store(addresses, values, elem, lanes)
+        return
+    in_shared = (addresses >= np.uint64(SHARED_WINDOW)) & (
+        addresses < np.uint64(SHARED_WINDOW + m.shared.size))
+    if in_shared.any():
+        m.shared.store(addresses[in_shared] - np.uint64(SHARED_WINDOW), values[in_shared], elem,
+                       _sub_lanes(lanes, in_shared))
+    if not in_shared.all():
+        m.global_memory.store(addresses[~in_shared], values[~in_shared], elem,
+                              _sub_lanes(lanes, ~in_shared))
+
+
+@semantics("ld")
+def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
+    """ld{.space}{.vN}.T d, [a]: 8- and 16-bit values are zero/sign-extended into wider registers."""
+    space, count, ptx_type = _parse(inst)
+    dest, address = expect(inst.operands, 2)
+    elements = vector_elements(dest)
+    if len(elements) != count:
+        raise Unsupported(f"{len(elements)} destinations for a vector of {count}")
+    writes = [writer(e, ptx_type, env) for e in elements]
+    elem = max(1, BITS[ptx_type] // 8)
+    view = VIEW[ptx_type]
+    if space == "param":
+        base, offset = address_parts(address)
+        if not (isinstance(base, Symbol) and base.name in env.params):
+            raise Unsupported("ld.param needs a kernel parameter name as its address")
+
+        def run_param(m: Machine, lanes: Lanes) -> None:
+            raw = m.params.load(base.name, offset, elem, count)
+            for j, write in enumerate(writes):
+                write(m, lanes, raw[0, j:j + 1].reshape(()).view(view))
+
+        return Compute(run_param)
+    address_of = _address(address, space, env)
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        addresses = _per_lane(address_of(m, lanes), lanes)
+        raw = _load(m, space, addresses, elem, count, lanes)
+        for j, write in enumerate(writes):
+            write(m, lanes, raw[:, j].view(view))
+
+    return Compute(run)
+
+
+@semantics("st")
+def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
+    """st{.space}{.vN}.T [a], b: stores the low bits of each source register."""
+    space, count, ptx_type = _parse(inst)
+    if space == "param":
+        raise Unsupported("st.param is only meaningful for device functions")
+    address, src = expect(inst.operands, 2)
+    elements = vector_elements(src)
+    if len(elements) != count:
+        raise Unsupported(f"{len(elements)} sources for a vector of {count}")
+    reads = [reader(e, ptx_type, env) for e in elements]
+    elem = max(1, BITS[ptx_type] // 8)
+    address_of = _address(address, space, env)
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        addresses = _per_lane(address_of(m, lanes), lanes)
+        n = addresses.size
+        values = np.stack([np.broadcast_to(as_bits(read(m, lanes), ptx_type, elem * 8), (n,))
+                           for read in reads], axis=1)
+        _store(m, space, addresses, values, elem, lanes)
+
+    return Compute(run)
+
+

@@ -1,0 +1,89 @@
+"""A kernel decoded once into steps the scheduler runs, with its parameter and shared layouts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from smalti.ptx.module import Guard, Instruction, Kernel, LabelDef, Module, Param
+from smalti.sim.errors import SimError, Unsupported
+from smalti.sim.lines import instruction_text, statement_lines
+from smalti.sim.memory import SharedLayout, layout_shared
+from smalti.sim.operands import DecodeEnv
+from smalti.sim.registry import Step, decode
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """One instruction ready to run: its step, guard, and where it came from."""
+
+    step: Step
+    guard: Guard | None
+    line: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Program:
+    """A decoded kernel."""
+
+    kernel: Kernel
+    steps: tuple[Decoded, ...]
+    shared: SharedLayout
+    param_offsets: tuple[int, ...]
+    param_bytes: int
+
+
+def param_size(param: Param) -> tuple[int, int]:
+    """(size, alignment) in bytes of a kernel parameter."""
+    digits = "".join(ch for ch in param.type if ch.isdigit())
+    elem = max(1, int(digits) // 8) if digits else 8
+    size = elem * (param.array or 1)
+    return size, param.align or elem
+
+
+def _param_layout(params: tuple[Param, ...]) -> tuple[tuple[int, ...], int]:
+    offsets, cursor = [], 0
+    for p in params:
+        size, align = param_size(p)
+        cursor = -(-cursor // align) * align
+        offsets.append(cursor)
+        cursor += size
+    return tuple(offsets), cursor
+
+
+def load_program(module: Module, name: str) -> Program:
+    """Decode kernel `name` of `module` (cached per kernel and line numbering)."""
+    try:
+        kernel = module.kernel(name)
+    except KeyError as e:
+        raise SimError(str(e.args[0])) from None
+    return _decode(kernel, module.globals, statement_lines(module, kernel))
+
+
+@lru_cache(maxsize=64)
+def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...]) -> Program:
+    registers = {}
+    for decl in kernel.registers:
+        for reg_name in decl.names():
+            registers[reg_name] = decl.type
+    labels: dict[str, int] = {}
+    instructions: list[tuple[Instruction, int | None]] = []
+    for statement, line in zip(kernel.body, lines, strict=True):
+        if isinstance(statement, LabelDef):
+            labels[statement.name] = len(instructions)
+        else:
+            instructions.append((statement, line))
+    shared = layout_shared((*globals_, *kernel.shared))
+    env = DecodeEnv(kernel.name, registers, labels, shared, {p.name: p.type for p in kernel.params})
+    steps = []
+    for inst, line in instructions:
+        text = instruction_text(inst)
+        try:
+            step = decode(inst, env)
+        except Unsupported as e:
+            raise SimError(f"unsupported PTX instruction '{inst.opcode}'", kernel=kernel.name,
+                           line=line, text=text, detail=e.detail) from None
+        steps.append(Decoded(step, inst.guard, line, text))
+    offsets, size = _param_layout(kernel.params)
+    return Program(kernel, tuple(steps), shared, offsets, size)

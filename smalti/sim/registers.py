@@ -1,0 +1,60 @@
+"""The register file: raw bits per register over all threads, with initialisation tracking."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from smalti.sim.dtypes import storage_dtype
+from smalti.sim.errors import Fault
+
+
+class RegisterFile:
+    """Registers as immutable numpy arrays (one row per thread) of their declared width."""
+
+    def __init__(self, declared: dict[str, str], threads: int) -> None:
+        self.declared = declared
+        self.threads = threads
+        self.dtypes = {name: np.dtype(storage_dtype(t)) for name, t in declared.items()}
+        self._values: dict[str, np.ndarray] = {}
+        # True: written for every thread; array: which threads hold a written value.
+        self._written: dict[str, bool | np.ndarray] = {}
+
+    def read(self, name: str, index: np.ndarray | None) -> np.ndarray:
+        """Raw bits of `name` for the threads in `index` (None: all threads)."""
+        written = self._written.get(name)
+        if written is not True:
+            self._check_written(name, written, index)
+        value = self._values[name]
+        return value if index is None else value[index]
+
+    def _check_written(self, name: str, written: np.ndarray | None,
+                       index: np.ndarray | None) -> None:
+        ids = np.arange(self.threads) if index is None else index
+        if written is None:
+            missing = ids
+        else:
+            missing = ids[~written[ids]]
+        if missing.size:
+            raise Fault(f"read of uninitialised register {name}", int(missing[0]))
+
+    def write(self, name: str, bits: np.ndarray, index: np.ndarray | None) -> None:
+        """Store raw bits for the threads in `index` (None: all threads; bits may broadcast)."""
+        dtype = self.dtypes[name]
+        bits = np.asarray(bits)
+        if bits.dtype != dtype:
+            bits = bits.astype(dtype)
+        if index is None:
+            if bits.ndim == 0:
+                bits = np.broadcast_to(bits, (self.threads,))
+            self._values[name] = bits
+            self._written[name] = True
+            return
+        old = self._values.get(name)
+        new = np.zeros(self.threads, dtype) if old is None else np.array(old)
+        new[index] = bits
+        self._values[name] = new
+        written = self._written.get(name)
+        if written is not True:
+            mask = np.zeros(self.threads, np.bool_) if written is None else written.copy()
+            mask[index] = True
+            self._written[name] = mask

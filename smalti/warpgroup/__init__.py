@@ -1,0 +1,1 @@
+"""Warpgroup passes (warp specialisation, register budgets): not built yet."""
