@@ -219,7 +219,7 @@ def test_snippet_module_level() -> None:
     assert (twice.is_entry, twice.linkage) == (False, "weak")
     assert twice.returns == (Param("func_retval0", "b32"),)
     assert twice.body[2] == Instruction(
-        "st.param.b32", (Address(Symbol("func_retval0")), Register("%r2", "b32")), line=23)
+        "st.param.b32", (Address(Symbol("func_retval0")), Register("%r2", "b32")), line=22)
 
 
 def test_snippet_kernel_header_and_declarations() -> None:

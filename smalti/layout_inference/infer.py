@@ -27,15 +27,21 @@ def infer_function(func: ir.Operation) -> None:
     system = EquationSystem()
     ctx = RuleContext(system)
     vector_ops: list[ir.Operation] = []
+    errors: list[DiagnosticError] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         op = op.operation
         if any(is_vector(v) for v in (*op.operands, *op.results)):
             vector_ops.append(op)
-            _add_constraints(ctx, op)
+            try:
+                _add_constraints(ctx, op)
+            except DiagnosticError as error:  # exceptions must not cross the C++ walk
+                errors.append(error)
         return ir.WalkResult.ADVANCE
 
     func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if errors:
+        raise DiagnosticError([d for e in errors for d in e.diagnostics])
     try:
         solution = solve(system)
     except Unsatisfiable as failure:

@@ -74,7 +74,6 @@ _INTEGER = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)U?
 _HEX_FLOAT = re.compile(r"([+-]?)0([fF][0-9a-fA-F]{8}|[dD][0-9a-fA-F]{16})$")
 _DECIMAL_FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][+-]?\d+)?$")
 _ADDRESS = re.compile(r"\s*([%$\w.]+?)\s*(?:([+-])\s*([+-]?)\s*(0[xX][0-9a-fA-F]+|\d+))?\s*$")
-_TRAILING_DIGITS = re.compile(r"\d+$")
 _SPECIAL_REGISTER = re.compile(
     r"%(?:(?:tid|ntid|ctaid|nctaid|clusterid|nclusterid|cluster_ctaid|cluster_nctaid)"
     r"(?:\.[xyz])?|laneid|warpid|nwarpid|smid|nsmid|gridid|cluster_ctarank|cluster_nctarank"
@@ -318,14 +317,7 @@ class _BodyParser:
         if not rest:
             return Instruction(opcode, (), guard, line)
         texts = _split_operands(rest, line)
-        cache = self.scopes[-1].cache
-        operands: list[Operand] = []
-        for operand_text in texts:
-            operand = cache.get(operand_text)
-            if operand is None:
-                operand = self._operand(operand_text.strip(), line)
-                cache[operand_text] = operand
-            operands.append(operand)
+        operands = [self._cached(t, line) for t in texts]
         if opcode.startswith("bra"):
             operands[-1] = self._label(texts[-1].strip(), line)
         return Instruction(opcode, tuple(operands), guard, line)
@@ -341,21 +333,32 @@ class _BodyParser:
 
     def _register(self, name: str) -> Register | None:
         """The declared register `name` means in the current scope, if any."""
-        digits = _TRAILING_DIGITS.search(name)
+        prefix = name.rstrip("0123456789")
         for scope in reversed(self.scopes):
             register = scope.singles.get(name)
             if register is not None:
                 return register
-            if digits is None or not scope.ranges:
+            if prefix == name or not scope.ranges:
                 continue
-            for cut in range(digits.start(), digits.end()):
-                index = name[cut:]
+            entry = scope.ranges.get(prefix)
+            if entry is not None:
+                found = _in_range(entry, name[len(prefix):])
+                if found is not None:
+                    return found
+            # A declared prefix may itself end in digits: `%x1<3>` declares %x10, %x11, %x12.
+            for cut in range(len(prefix) + 1, len(name)):
                 entry = scope.ranges.get(name[:cut])
-                if entry is not None and (index == "0" or index[0] != "0"):
-                    flat, ptx_type, count = entry
-                    if int(index) < count:
-                        return Register(flat + index, ptx_type)
+                if entry is not None and (found := _in_range(entry, name[cut:])) is not None:
+                    return found
         return None
+
+    def _cached(self, text: str, line: int) -> Operand:
+        """The operand `text` (untrimmed) means, remembered per scope: most names repeat."""
+        cache = self.scopes[-1].cache
+        operand = cache.get(text)
+        if operand is None:
+            operand = cache[text] = self._operand(text.strip(), line)
+        return operand
 
     def _operand(self, text: str, line: int) -> Operand:
         if not text:
@@ -368,7 +371,7 @@ class _BodyParser:
                 raise _Error(f"malformed vector operand '{text}'", line)
             inner = text[1:-1]
             return VectorOperand(tuple(
-                self._operand(t.strip(), line) for t in _split_operands(inner, line)))
+                self._cached(t, line) for t in _split_operands(inner, line)))
         if "|" in text:
             first_text, _, second_text = text.partition("|")
             return PredicatePair(self._predicate(first_text.strip(), line),
@@ -411,13 +414,21 @@ class _BodyParser:
         if match is None:
             raise _Error(f"malformed address '{text}'", line)
         base_text, sign, sign2, offset_text = match.groups()
-        base = self._operand(base_text, line)
+        base = self._cached(base_text, line)
         if not isinstance(base, Register | Symbol | Immediate):
             raise _Error(f"malformed address '{text}'", line)
         offset = 0
         if offset_text is not None:
             offset = int(offset_text, 0) * (-1 if sign == "-" else 1) * (-1 if sign2 == "-" else 1)
         return Address(base, offset)
+
+
+def _in_range(entry: tuple[str, str, int], index: str) -> Register | None:
+    """Register `index` of a `.reg .T prefix<count>` declaration, if it declares one."""
+    flat, ptx_type, count = entry
+    if (index == "0" or index[0] != "0") and int(index) < count:
+        return Register(flat + index, ptx_type)
+    return None
 
 
 def _split_operands(text: str, line: int) -> list[str]:

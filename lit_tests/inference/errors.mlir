@@ -1,0 +1,50 @@
+// RUN: smalti-opt %s --split-input-file --verify-diagnostics --smalti-infer-layouts
+
+func.func @two_casts_meet(%a: memref<128x256xf32>) {
+  %c0 = arith.constant 0 : index
+  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<128x256xf32>, index, index) -> vector<128x128xf32>
+  // expected-note @+1 {{'smalti.layout_cast': layout_cast sets its result's layout: #smalti.strided<vec = 4>}}
+  %p = "smalti.layout_cast"(%v) {new_layout = #smalti.strided<vec = 4>} : (vector<128x128xf32>) -> vector<128x128xf32>
+  // expected-error @+2 {{'smalti.layout_cast' op cannot be given a layout: conflicting layouts required for one value (4 constraints in conflict)}}
+  // expected-note @+1 {{'smalti.layout_cast': layout_cast sets its result's layout: #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>}}
+  %q = "smalti.layout_cast"(%v) {new_layout = #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>} : (vector<128x128xf32>) -> vector<128x128xf32>
+  // expected-note @+3 {{'arith.addf': an elementwise op's operands and result share a layout}}
+  // expected-note @+2 {{'arith.addf': an elementwise op's operands and result share a layout}}
+  // expected-note @+1 {{a smalti.layout_cast of the result of 'smalti.layout_cast' at}}
+  %s = arith.addf %p, %q : vector<128x128xf32>
+  "smalti.vector_store"(%s, %a, %c0, %c0) : (vector<128x128xf32>, memref<128x256xf32>, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @splat_stored(%a: memref<128x256xf32>) {
+  %c0 = arith.constant 0 : index
+  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<128x256xf32>, index, index) -> vector<128x128xf32>
+  // expected-note @+1 {{layout_cast sets its result's layout: #smalti.splat}}
+  %p = "smalti.layout_cast"(%v) {new_layout = #smalti.splat} : (vector<128x128xf32>) -> vector<128x128xf32>
+  // expected-note @+1 {{an elementwise op's operands and result share a layout}}
+  %n = arith.negf %p : vector<128x128xf32>
+  // expected-error @+2 {{'smalti.vector_store' op cannot be given a layout: a splat layout is not allowed here}}
+  // expected-note @+1 {{vector_store stores a distributed layout, not a splat}}
+  "smalti.vector_store"(%n, %a, %c0, %c0) : (vector<128x128xf32>, memref<128x256xf32>, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @nothing_fits(%a: memref<3x5xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+2 {{no layout fits a vector of shape [3, 5] over the 128 threads of a warpgroup}}
+  // expected-note @+1 {{vector_load loads a distributed layout, not a splat}}
+  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<3x5xf32>, index, index) -> vector<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @no_rule(%v: vector<128x64xf32>) {
+  // expected-error @+1 {{'vector.transpose' op has no layout inference rule}}
+  %t = vector.transpose %v, [1, 0] : vector<128x64xf32> to vector<64x128xf32>
+  return
+}

@@ -1,0 +1,116 @@
+"""Comparisons and selection: setp (incl. the .and/.or/.xor combining forms) and selp."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from smalti.ptx.module import Instruction, Register, VectorOperand
+from smalti.sim.dtypes import BIT, FLOAT, HALF_ELEMENT, SIGNED, TYPES
+from smalti.sim.errors import Unsupported
+from smalti.sim.lanes import Lanes
+from smalti.sim.machine import Machine
+from smalti.sim.operands import DecodeEnv, Modifiers, reader, writer
+from smalti.sim.ops.common import elementwise
+from smalti.sim.registry import Compute, Step, semantics
+
+ORDERED = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+}
+UNORDERED = {"equ": "eq", "neu": "ne", "ltu": "lt", "leu": "le", "gtu": "gt", "geu": "ge"}
+UNSIGNED_NAMES = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+COMBINE = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+COMPARISONS = frozenset([*ORDERED, *UNORDERED, *UNSIGNED_NAMES, "num", "nan"])
+
+
+def comparison(op: str, ptx_type: str):
+    """The elementwise predicate `a op b` for values of `ptx_type`.
+
+    PTX ISA, "Comparison and Selection Instructions: setp": for floats the plain comparisons are
+    false when either operand is NaN (`ne` included), the `u` forms are true then; `num` and
+    `nan` test for NaN operands.
+    """
+    floating = ptx_type in FLOAT or ptx_type in HALF_ELEMENT
+    if ptx_type in BIT and op not in ("eq", "ne"):
+        raise Unsupported(f"setp.{op} on .{ptx_type}")
+    if not floating and op in (*UNORDERED, "num", "nan"):
+        raise Unsupported(f"setp.{op} needs a floating-point type")
+    if op in UNSIGNED_NAMES:
+        if ptx_type in SIGNED:
+            raise Unsupported(f"setp.{op} needs an unsigned type")
+        op = UNSIGNED_NAMES[op]
+    if not floating:
+        return ORDERED[op]
+
+    def nan_of(a, b):
+        return np.isnan(a) | np.isnan(b)
+
+    match op:
+        case "num":
+            return lambda a, b: ~nan_of(a, b)
+        case "nan":
+            return nan_of
+        case _ if op in UNORDERED:
+            base = ORDERED[UNORDERED[op]]
+            return lambda a, b: base(a, b) | nan_of(a, b)
+    base = ORDERED[op]
+    return lambda a, b: base(a, b) & ~nan_of(a, b)
+
+
+def _destinations(dest) -> tuple:
+    """`p` or `p|q` (a brace list of two predicates, or a register named 'p|q')."""
+    match dest:
+        case VectorOperand(elements=(p, q)):
+            return p, q
+        case Register(name=name, type=t) if "|" in name:
+            p, q = name.split("|")
+            return Register(p.strip(), t), Register(q.strip(), t)
+    return (dest,)
+
+
+@semantics("setp")
+def decode_setp(inst: Instruction, env: DecodeEnv) -> Step:
+    """setp.cmp{.bool}.T p[|q], a, b{, c}: p = cmp(a,b) BOOL c; q = !cmp(a,b) BOOL c."""
+    mods = Modifiers(inst)
+    mods.flag("ftz")  # flushing subnormal inputs does not change any comparison's outcome
+    op = mods.one_of(COMPARISONS)
+    combine = mods.one_of(tuple(COMBINE))
+    [ptx_type] = mods.types()
+    mods.done()
+    if op is None or ptx_type not in TYPES or ptx_type in ("pred", "f16x2", "bf16x2"):
+        raise Unsupported("setp needs a comparison and a scalar type")
+    compare = comparison(op, ptx_type)
+    dests = _destinations(inst.operands[0])
+    sources = inst.operands[1:]
+    if len(sources) != (3 if combine else 2):
+        raise Unsupported("wrong number of operands")
+    writes = [writer(d, "pred", env) for d in dests]
+    value_type = ptx_type
+    reads = [reader(s, value_type, env) for s in sources[:2]]
+    read_c = reader(sources[2], "pred", env) if combine else None
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        a, b = (read(m, lanes) for read in reads)
+        result = compare(a, b)
+        results = [result, np.logical_not(result)]
+        if read_c is not None:
+            c = read_c(m, lanes)
+            results = [COMBINE[combine](r, c) for r in results]
+        for write, value in zip(writes, results, strict=False):
+            write(m, lanes, value)
+
+    return Compute(run)
+
+
+@semantics("selp")
+def decode_selp(inst: Instruction, env: DecodeEnv) -> Step:
+    """selp.T d, a, b, c: d = c ? a : b."""
+    mods = Modifiers(inst)
+    [ptx_type] = mods.types()
+    mods.done()
+    if ptx_type == "pred":
+        raise Unsupported("selp.pred")
+    return elementwise(inst, env, [ptx_type, ptx_type, "pred"], ptx_type,
+                       lambda a, b, c: np.where(c, a, b))
+
+
