@@ -157,6 +157,17 @@ def test_internal_error_names_pass_and_op(monkeypatch, tmp_path, capsys):
     assert "Traceback" in capsys.readouterr().err
 
 
+def test_internal_error_names_the_innermost_op(monkeypatch, tmp_path, capsys):
+    from smalti.tools import cli_common
+
+    monkeypatch.setattr(cli_common, "_is_smalti_frame", lambda filename: True)
+    monkeypatch.setitem(registry.REGISTRY, "test-crash", registry.PassInfo(
+        "test-crash", "crashes", _crash))
+    path = write(tmp_path, ADD_TWICE)
+    assert main([path, "--test-crash"]) == 2
+    assert f"(in pass 'test-crash' at op {path}:1:1)" in capsys.readouterr().err
+
+
 def test_print_ir_after_all_goes_to_stderr(tmp_path, capfd):
     assert main([write(tmp_path, ADD_TWICE), "--cse", "--mlir-print-ir-after-all"]) == 0
     captured = capfd.readouterr()

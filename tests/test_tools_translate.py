@@ -14,9 +14,11 @@ KERNEL = """\
 func.func @scale(%a: memref<128x128xf32>, %out: memref<128x128xf32>)
     attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
   %c0 = arith.constant 0 : index
-  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<128x128xf32>, index, index) -> vector<128x128xf32>
+  %v = "smalti.vector_load"(%a, %c0, %c0)
+      : (memref<128x128xf32>, index, index) -> vector<128x128xf32>
   %w = arith.addf %v, %v : vector<128x128xf32>
-  "smalti.vector_store"(%w, %out, %c0, %c0) : (vector<128x128xf32>, memref<128x128xf32>, index, index) -> ()
+  "smalti.vector_store"(%w, %out, %c0, %c0)
+      : (vector<128x128xf32>, memref<128x128xf32>, index, index) -> ()
   return
 }
 """
@@ -51,7 +53,7 @@ def test_parse_error_is_located(tmp_path, capsys):
     path.write_text(KERNEL.replace("%w = arith.addf %v, %v", "%w = arith.addf %v, %nope"))
     out = tmp_path / "bad.ptx"
     assert main([str(path), "-o", str(out)]) == 1
-    assert capsys.readouterr().err.startswith(f"{path}:5:")
+    assert capsys.readouterr().err.startswith(f"{path}:6:")
     assert not out.exists()
 
 

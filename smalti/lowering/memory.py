@@ -57,7 +57,7 @@ def _pow2(n: int) -> bool:
 
 def _thread_offset(ctx: LoweringContext, dist: Distribution, buffer: BufferValue
                    ) -> tuple[Register | None, int]:
-    """This thread's byte offset for a layout (u32) and a divisor of it; memoised."""
+    """This thread's byte offset for a layout (as .u64) and a divisor of it; memoised."""
     coefficients = [term.scale * buffer.strides[term.dim] * buffer.element.bytes
                     for term in dist.thread_terms]
     key = ("thread_offset", dist.thread_terms, tuple(coefficients))
@@ -78,6 +78,8 @@ def _thread_offset(ctx: LoweringContext, dist: Distribution, buffer: BufferValue
             total = b.compute("mul.lo.u32", "u32", part, coefficient)
         else:
             total = b.compute("mad.lo.u32", "u32", part, coefficient, total)
+    if total is not None:
+        total = b.compute("cvt.u64.u32", "u64", total)
     divisor = math.gcd(*coefficients) if coefficients else 0
     ctx.cache[key] = (total, divisor)
     return total, divisor
@@ -100,22 +102,19 @@ def _flat_offset(ctx: LoweringContext, dist: Distribution, buffer: BufferValue, 
                  else b.compute("mad.lo.u32", "u32", index, coefficient, total))
         row_stride *= dist.shape[dim]
     assert total is not None
-    return total
+    return b.compute("cvt.u64.u32", "u64", total)
 
 
 def _add_address(ctx: LoweringContext, base: Register, offset: Register | ScalarValue | None
                  ) -> Register:
-    b = ctx.builder
+    """base + a 64-bit byte offset (a register, a scalar, or nothing)."""
     match offset:
-        case None:
-            return base
-        case ScalarValue(constant=0):
+        case None | ScalarValue(constant=0):
             return base
         case ScalarValue(operand=operand):
-            return b.compute("add.s64", "u64", base, operand)
+            return ctx.builder.compute("add.s64", "u64", base, operand)
         case Register():
-            wide = b.compute("cvt.u64.u32", "u64", offset)
-            return b.compute("add.s64", "u64", base, wide)
+            return ctx.builder.compute("add.s64", "u64", base, offset)
 
 
 def _accesses(ctx: LoweringContext, op: ir.Operation, buffer: BufferValue,

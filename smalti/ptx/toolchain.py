@@ -53,6 +53,8 @@ class CompileResult:
 
 def find_tool(name: str) -> Path:
     """The `ptxas`, `nvdisasm` or `cuobjdump` to run: $SMALTI_<NAME>, else the pip wheel's."""
+    if name not in _ENV_VARS:
+        raise ToolchainError(f"unknown tool {name!r}; known: {', '.join(_ENV_VARS)}")
     env_var = _ENV_VARS[name]
     override = os.environ.get(env_var)
     if override:

@@ -46,7 +46,6 @@ class Fault(Exception):
         super().__init__(message)
         self.message = message
         self.thread = thread
-        self.detail = detail
 
 
 class Unsupported(Exception):

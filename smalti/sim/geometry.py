@@ -48,7 +48,7 @@ class Geometry:
 
     def special(self, name: str) -> np.ndarray | None:
         """Value (uint32 per thread, or a 0-d uint32) of special register `name`, or None."""
-        nx, ny, nz = self.block
+        nx, ny, _ = self.block
         gx, gy, _ = self.grid
         u32 = np.uint32
         match name:
@@ -83,4 +83,5 @@ class Geometry:
         gx, gy, _ = self.grid
         block = (b % gx, b // gx % gy, b // (gx * gy))
         local = (t % nx, t // nx % ny, t // (nx * ny))
-        return f"block ({block[0]}, {block[1]}, {block[2]}) thread ({local[0]}, {local[1]}, {local[2]})"
+        return (f"block ({block[0]}, {block[1]}, {block[2]}) "
+                f"thread ({local[0]}, {local[1]}, {local[2]})")

@@ -64,7 +64,8 @@ class Modifiers:
             return True
         return False
 
-    def one_of(self, names: tuple[str, ...] | frozenset[str], default: str | None = None) -> str | None:
+    def one_of(self, names: tuple[str, ...] | frozenset[str],
+               default: str | None = None) -> str | None:
         """Consume the first modifier in `names`, or return `default`."""
         for item in self.items:
             if item in names:

@@ -30,10 +30,7 @@ class RegisterFile:
     def _check_written(self, name: str, written: np.ndarray | None,
                        index: np.ndarray | None) -> None:
         ids = np.arange(self.threads) if index is None else index
-        if written is None:
-            missing = ids
-        else:
-            missing = ids[~written[ids]]
+        missing = ids if written is None else ids[~written[ids]]
         if missing.size:
             raise Fault(f"read of uninitialised register {name}", int(missing[0]))
 
@@ -44,8 +41,9 @@ class RegisterFile:
         if bits.dtype != dtype:
             bits = bits.astype(dtype)
         if index is None:
-            if bits.ndim == 0:
-                bits = np.broadcast_to(bits, (self.threads,))
+            if bits.shape != (self.threads,):
+                bits = np.broadcast_to(bits.reshape(-1) if bits.size == 1 else bits,
+                                       (self.threads,))
             self._values[name] = bits
             self._written[name] = True
             return

@@ -199,10 +199,10 @@ class WGStridedLayout:
         strides = _row_major_strides(shape)
         terms = []
         for d, (size, stride) in enumerate(zip(shape, strides, strict=True)):
-            if stride == 1:
-                terms.append(ThreadTerm(d, 1, size // self.vec, self.vec))
-            else:
-                terms.append(ThreadTerm(d, stride // self.vec, size, 1))
+            term = (ThreadTerm(d, 1, size // self.vec, self.vec) if stride == 1
+                    else ThreadTerm(d, stride // self.vec, size, 1))
+            if term.divisor < WARPGROUP_SIZE and term.modulus > 1:  # else always 0
+                terms.append(term)
         chunk = WARPGROUP_SIZE * self.vec
         origins = tuple(tuple(int(i) for i in np.unravel_index(r * chunk, shape))
                         for r in range(math.prod(shape) // chunk))

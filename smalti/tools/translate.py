@@ -6,6 +6,9 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context
 from smalti.dialect.diagnostics import DiagnosticError
@@ -19,19 +22,20 @@ from smalti.tools.cli_common import (
     run_tool,
     write_output,
 )
+from smalti.tools.diagnostics_check import check_chunk
 from smalti.tools.mlir_input import parse_chunk
 from smalti.tools.reported import DiagnosticCollector, Reported, merge_smalti_notes
-from smalti.tools.split import Chunk
+from smalti.tools.split import Chunk, join_outputs, split_input
 
 TOOL = "smalti-translate"
 
 
-class _InputErrors(Exception):
-    """Located diagnostics about the input; printed one per line, exit status 1."""
+@dataclass(frozen=True)
+class Translated:
+    """One chunk translated: its PTX (None when it failed) and what was reported on the way."""
 
-    def __init__(self, diagnostics: list[Reported]) -> None:
-        super().__init__("\n".join(d.format() for d in diagnostics))
-        self.diagnostics = diagnostics
+    ptx: str | None
+    diagnostics: tuple[Reported, ...]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,58 +57,78 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the output here (atomically); required for --to=cubin")
     parser.add_argument("--kernel", metavar="NAME",
                         help="emit only this kernel of the module")
+    parser.add_argument("--split-input-file", action="store_true",
+                        help="translate each '// -----'-separated chunk on its own "
+                             "(not with --to=cubin)")
+    parser.add_argument("--verify-diagnostics", action="store_true",
+                        help="check diagnostics against '// expected-error {{...}}' "
+                             "annotations instead of printing them")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print ptxas's report (registers, spills, warnings) on stderr")
     return parser
 
 
-def translate_to_ptx(text: str, source_name: str, arch: str, kernel: str | None) -> str:
-    """PTX text for an MLIR source; raises _InputErrors or ToolError on bad input."""
+def translate_chunk(chunk: Chunk, source_name: str, context: ir.Context,
+                    collector: DiagnosticCollector, arch: str, kernel: str | None) -> Translated:
+    """PTX for one chunk of MLIR source: parse, DEFAULT_PIPELINE, lower, print."""
     from smalti.lowering import lower_module
     from smalti.ptx import print_module
 
-    context = make_context()
-    with DiagnosticCollector(context) as collector:
-        module = parse_chunk(Chunk(text), source_name, context, collector)
-        if module is None:
-            raise _InputErrors(collector.take())
-        try:
-            run_pipeline(module, DEFAULT_PIPELINE)
-            ptx_module = lower_module(module)
-        except DiagnosticError as error:
-            raise _InputErrors(merge_smalti_notes(collector.take(), error.diagnostics)) from None
-        for warning in collector.take():
-            print(warning.format(), file=sys.stderr)
+    collector.take()
+    module = parse_chunk(chunk, source_name, context, collector)
+    if module is None:
+        return Translated(None, tuple(collector.take()))
+    try:
+        run_pipeline(module, DEFAULT_PIPELINE)
+        ptx_module = lower_module(module)
+    except DiagnosticError as error:
+        return Translated(None, tuple(merge_smalti_notes(collector.take(), error.diagnostics)))
     if kernel is not None:
         try:
             ptx_module = dataclasses.replace(ptx_module, kernels=(ptx_module.kernel(kernel),))
         except KeyError as error:
             raise ToolError(error.args[0]) from None
     ptx_module = dataclasses.replace(ptx_module, target=arch)
-    return print_module(ptx_module)
+    return Translated(print_module(ptx_module), tuple(collector.take()))
 
 
 def _run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.to == "cubin" and args.output in (None, "-"):
         raise ToolError("--to=cubin writes a binary file: give it with -o OUT")
+    if args.to == "cubin" and args.split_input_file:
+        raise ToolError("--split-input-file makes one output per chunk: use --to=ptx or sass")
     source_name = "<stdin>" if args.input == "-" else args.input
     text = read_input(args.input)
-    try:
-        ptx = translate_to_ptx(text, source_name, args.arch, args.kernel)
-    except _InputErrors as error:
-        for diagnostic in error.diagnostics:
-            print(diagnostic.format(), file=sys.stderr)
+    chunks = split_input(text) if args.split_input_file else [Chunk(text)]
+    context = make_context()
+    outputs: list[str] = []
+    failed = False
+    with DiagnosticCollector(context) as collector:
+        for chunk in chunks:
+            result = translate_chunk(chunk, source_name, context, collector, args.arch,
+                                     args.kernel)
+            if args.verify_diagnostics:
+                problems = check_chunk(chunk, source_name, list(result.diagnostics))
+                for problem in problems:
+                    print(problem.format(), file=sys.stderr)
+                failed |= bool(problems)
+            else:
+                for diagnostic in result.diagnostics:
+                    print(diagnostic.format(), file=sys.stderr)
+                failed |= result.ptx is None
+            outputs.append(result.ptx or "")
+    if failed:
         return EXIT_FAILURE
     match args.to:
         case "ptx":
-            write_output(args.output, ptx)
-        case "cubin" | "sass":
-            cubin = _compile(ptx, args.arch, args.verbose)
-            if args.to == "cubin":
-                write_output(args.output, cubin)
-            else:
-                write_output(args.output, _disassemble(cubin))
+            write_output(args.output, join_outputs(outputs))
+        case "sass":
+            sass = [_disassemble(_compile(p, args.arch, args.verbose)) if p else ""
+                    for p in outputs]
+            write_output(args.output, join_outputs(sass))
+        case "cubin":
+            write_output(args.output, _compile(outputs[0], args.arch, args.verbose))
     return EXIT_OK
 
 

@@ -1,4 +1,4 @@
-"""Integer arithmetic: add, sub, mul, mad, div, rem, min, max, neg, abs (wrapping, two's complement)."""
+"""Integer arithmetic: add, sub, mul, mad, div, rem, min, max, neg, abs (two's complement)."""
 
 from __future__ import annotations
 

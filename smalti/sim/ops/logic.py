@@ -60,10 +60,10 @@ def decode_shift(inst: Instruction, env: DecodeEnv) -> Step:
     def shift(a: np.ndarray, amount: np.ndarray) -> np.ndarray:
         a = np.asarray(a)
         amount = np.minimum(np.asarray(amount).astype(np.uint64), width)
-        if inst.base == "shl":
-            return np.where(amount >= width, dtype(0), a << np.minimum(amount, width - 1).astype(dtype)).astype(dtype)
-        if ptx_type in SIGNED:
-            return (a >> np.minimum(amount, width - 1).astype(dtype)).astype(dtype)
-        return np.where(amount >= width, dtype(0), a >> np.minimum(amount, width - 1).astype(dtype)).astype(dtype)
+        within = np.minimum(amount, width - 1).astype(dtype)
+        if inst.base == "shr" and ptx_type in SIGNED:
+            return (a >> within).astype(dtype)
+        moved = a << within if inst.base == "shl" else a >> within
+        return np.where(amount >= width, dtype(0), moved).astype(dtype)
 
     return elementwise(inst, env, [ptx_type, "u32"], ptx_type, shift)

@@ -117,7 +117,7 @@ def _store(m: Machine, space: str, addresses: np.ndarray, values: np.ndarray, el
 
 @semantics("ld")
 def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
-    """ld{.space}{.vN}.T d, [a]: 8- and 16-bit values are zero/sign-extended into wider registers."""
+    """ld{.space}{.vN}.T d, [a]: narrow values are zero/sign-extended into wider registers."""
     space, count, ptx_type = _parse(inst)
     dest, address = expect(inst.operands, 2)
     elements = vector_elements(dest)
