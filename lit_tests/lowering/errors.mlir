@@ -1,7 +1,7 @@
 // RUN: not smalti-translate %s --to=ptx 2>&1 | filecheck %s
 
 // Lowering limits are reported at the op, with nothing written.
-// CHECK: errors.mlir:[[@LINE+6]]:8: error: 'smalti.layout_cast' op relayout from #smalti.strided<vec = 4> to #smalti.strided<vec = 2> is not supported yet
+// CHECK: errors.mlir:10:8: error: 'smalti.layout_cast' op relayout from #smalti.strided<vec = 4> to #smalti.strided<vec = 2> is not supported yet
 // CHECK-NOT: .entry
 func.func @relayout(%a: memref<4x128xf32>)
     attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
