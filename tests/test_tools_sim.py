@@ -95,7 +95,16 @@ def test_bf16_files_need_a_dtype(tmp_path):
     with pytest.raises(ToolError, match="needs 4"):
         load_buffer(str(bits), parse_dtype_overrides(["bits.npy=float32"]))
     with pytest.raises(ToolError, match="unknown dtype"):
-        parse_dtype_overrides(["bits.npy=bfloat17"])
+        parse_dtype_overrides(["bits.npy=bfloat16x"])
+
+
+def test_bare_dtype_applies_to_raw_buffers_only(tmp_path):
+    raw, plain = tmp_path / "raw.npy", tmp_path / "plain.npy"
+    np.save(raw, np.ones(2, dtype=ml_dtypes.bfloat16))
+    np.save(plain, np.ones(2, dtype=np.uint16))
+    overrides = parse_dtype_overrides(["bfloat16"])
+    assert load_buffer(str(raw), overrides).array.dtype == ml_dtypes.bfloat16
+    assert load_buffer(str(plain), overrides).array.dtype == np.uint16
 
 
 def test_loaded_buffers_are_c_ordered(tmp_path):

@@ -9,7 +9,7 @@
 // CHECK:      .entry third(
 
 // Without --verify-diagnostics the lowering error is printed with this file's line.
-// ERR: translate_split.mlir:[[# @LINE + 11]]:1: error: no kernel to lower
+// ERR: translate_split.mlir:[[# @LINE + 12]]:1: error: no kernel to lower
 
 func.func @first(%a: memref<128x128xf32>) attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
   %c0 = arith.constant 0 : index

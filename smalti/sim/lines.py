@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from smalti.ptx.module import Instruction, Kernel, LabelDef, Module
-from smalti.ptx.printer import format_instruction, print_module
+from smalti.ptx.printer import format_instruction, print_kernel, print_module
 
 
 def statement_lines(module: Module, kernel: Kernel) -> tuple[int | None, ...]:
@@ -12,7 +12,7 @@ def statement_lines(module: Module, kernel: Kernel) -> tuple[int | None, ...]:
     if all(line is not None for line in known):
         return known
     text = print_module(module).split("\n")
-    header = f".visible {'.entry' if kernel.is_entry else '.func'} {kernel.name}("
+    header = print_kernel(kernel)[0]
     try:
         cursor = text.index(header)
     except ValueError:

@@ -143,6 +143,8 @@ def layout_shared(decls: Sequence) -> SharedLayout:
     cursor = 0
     externs = []
     for decl in decls:
+        if getattr(decl, "state", "shared") != "shared":
+            continue
         if decl.size is None:
             externs.append(decl)
             continue

@@ -39,9 +39,10 @@ kernel arguments, in the kernel's parameter order:
                decimals or PTX bit patterns (f32:1.5, f32:0f3FC00000, f64:0d3FF8000000000000)
 
 bfloat16 and float8 buffers: numpy saves ml_dtypes arrays with a raw dtype (|V2 for
-bfloat16, |V1 for float8), so give their type with --dtype FILE=bfloat16 (this also
-reinterprets any array of the same element size, e.g. uint16 bits as bfloat16). Written
-back, such arrays are |V2 again: np.load(path).view(ml_dtypes.bfloat16).
+bfloat16, |V1 for float8), so give their type: --dtype FILE=bfloat16 for one file, or
+--dtype bfloat16 for every raw buffer. FILE=TYPE also reinterprets any array of the same
+element size (e.g. uint16 bits as bfloat16). Written back, such arrays are |V2 again:
+np.load(path).view(ml_dtypes.bfloat16).
 
 Without --out-dir, a summary of every buffer after the run is printed and nothing is
 written. Exit status: 0 success, 1 bad arguments or a simulator error, 2 internal error."""
@@ -63,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="threads in a block")
     parser.add_argument("--shared-bytes", type=_non_negative, default=0, metavar="N",
                         help="dynamic shared memory per block (default 0)")
-    parser.add_argument("--dtype", action="append", default=[], metavar="FILE=TYPE",
-                        help="element type of a buffer file, e.g. a.npy=bfloat16")
+    parser.add_argument("--dtype", action="append", default=[], metavar="[FILE=]TYPE",
+                        help="element type of a buffer file (a.npy=bfloat16) or of every "
+                             "raw |V buffer (bfloat16)")
     parser.add_argument("--out-dir", metavar="DIR",
                         help="write every buffer after the run as DIR/<its file name>")
     return parser

@@ -1,10 +1,10 @@
 """Kernel arguments from the command line: `.npy` buffers and `TYPE:VALUE` scalars.
 
 numpy cannot name ml_dtypes types in a `.npy` header: a bfloat16 array is saved with the
-raw dtype `|V2` (float8 types as `|V1`). Such a file needs `--dtype FILE=bfloat16`, which
-views the stored bytes as that type; the same option reinterprets any array whose element
-size matches (a uint16 array as bfloat16, say). Written back, the array is again `|V2`:
-read it with `np.load(path).view(ml_dtypes.bfloat16)`.
+raw dtype `|V2` (float8 types as `|V1`). Such a file needs `--dtype FILE=bfloat16` (or a
+bare `--dtype bfloat16` for every raw buffer), which views the stored bytes as that type;
+`FILE=TYPE` also reinterprets any array whose element size matches (uint16 as bfloat16).
+Written back, the array is again `|V2`: read it with `np.load(path).view(ml_dtypes.bfloat16)`.
 """
 
 from __future__ import annotations
@@ -63,14 +63,19 @@ def parse_dims(text: str, what: str) -> tuple[int, int, int]:
     return (*dims, *([1] * (3 - len(dims))))  # type: ignore[return-value]
 
 
+ALL_RAW = "*"  # the --dtype key of a bare TYPE: every buffer stored with a raw |V dtype
+
+
 def parse_dtype_overrides(items: list[str]) -> dict[str, np.dtype]:
-    """`FILE=TYPE` options as file (path as given or base name) -> dtype."""
+    """`FILE=TYPE` options as file (path as given or base name) -> dtype; a bare `TYPE`
+    applies to every buffer stored as raw `|V` elements."""
     overrides = {}
     for item in items:
-        name, sep, type_name = item.partition("=")
-        if not sep or not name or not type_name:
-            raise ToolError(f"--dtype wants FILE=TYPE (e.g. a.npy=bfloat16), not {item!r}")
-        overrides[name] = resolve_dtype(type_name)
+        name, sep, type_name = item.rpartition("=")
+        if (sep and not name) or not type_name:
+            raise ToolError(f"--dtype wants FILE=TYPE or TYPE (e.g. a.npy=bfloat16), "
+                            f"not {item!r}")
+        overrides[name if sep else ALL_RAW] = resolve_dtype(type_name)
     return overrides
 
 
@@ -144,6 +149,8 @@ def load_buffer(path: str, overrides: dict[str, np.dtype]) -> BufferArg:
         raise ToolError(f"{path} is an .npz archive; give one .npy file per buffer")
     array = np.ascontiguousarray(array)
     override = overrides.get(path, overrides.get(os.path.basename(path)))
+    if override is None and array.dtype.kind == "V":
+        override = overrides.get(ALL_RAW)
     if override is not None:
         if override.itemsize != array.dtype.itemsize:
             raise ToolError(f"--dtype {override.name} for {path}: its elements are "
@@ -164,7 +171,7 @@ def parse_args(items: list[str], overrides: dict[str, np.dtype]) -> list[KernelA
         scalar = parse_scalar(item)
         args.append(scalar if scalar is not None else load_buffer(item, overrides))
     buffers = [a for a in args if isinstance(a, BufferArg)]
-    unused = set(overrides) - {a.path for a in buffers} - {a.name for a in buffers}
+    unused = set(overrides) - {a.path for a in buffers} - {a.name for a in buffers} - {ALL_RAW}
     if unused:
         raise ToolError(f"--dtype names no buffer argument: {', '.join(sorted(unused))}")
     return args

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from smalti.ptx.module import Instruction, Register, VectorOperand
+from smalti.ptx.module import Instruction, PredicatePair
 from smalti.sim.dtypes import BIT, FLOAT, HALF_ELEMENT, SIGNED, TYPES
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
@@ -58,13 +58,10 @@ def comparison(op: str, ptx_type: str):
 
 
 def _destinations(dest) -> tuple:
-    """`p` or `p|q` (a brace list of two predicates, or a register named 'p|q')."""
+    """`p` or the pair `p|q` (either may be the sink `_`)."""
     match dest:
-        case VectorOperand(elements=(p, q)):
+        case PredicatePair(first=p, second=q):
             return p, q
-        case Register(name=name, type=t) if "|" in name:
-            p, q = name.split("|")
-            return Register(p.strip(), t), Register(q.strip(), t)
     return (dest,)
 
 

@@ -1,0 +1,159 @@
+"""Every lowering rule, run through the PTX simulator and compared with numpy exactly."""
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from smalti.runtime import compile_mlir, run_simulated
+from tests.kernels import copy_kernel, elementwise_kernel
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+BF16 = ml_dtypes.bfloat16
+WGMMA = ("#smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], "
+         "lane = [-3, -2], vector = -1>")
+
+
+def assert_same(got, expected):
+    """Exact equality, NaN matching NaN (16-bit floats compare through exact f32 widening)."""
+    assert got.dtype == expected.dtype
+    if expected.dtype.kind == "V" or expected.dtype.itemsize < 4:
+        got, expected = got.astype(np.float32), expected.astype(np.float32)
+    np.testing.assert_array_equal(got, expected)
+
+
+def _random(shape, dtype, rng, positive=False):
+    values = rng.standard_normal(shape).astype(np.float32)
+    if positive:
+        values = np.abs(values) + 0.25
+    # Values with 8-bit mantissas keep f32 fma exact in float64 (one rounding, like PTX).
+    return values.astype(BF16).astype(dtype)
+
+
+def _run(text: str, *inputs):
+    compiled = compile_mlir(text, "test.mlir")
+    out_arg = compiled.signature().args[-1]
+    from smalti.runtime import NUMPY_DTYPES
+
+    out = np.zeros(out_arg.shape, NUMPY_DTYPES[out_arg.dtype])
+    return run_simulated(compiled, *inputs, out)[-1]
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("pointwise_f32", np.float32),
+                                             ("pointwise_bf16", BF16)])
+def test_example_pointwise_matches_numpy_exactly(name, dtype):
+    compiled = compile_mlir((EXAMPLES / f"{name}.mlir").read_text(), f"{name}.mlir")
+    shape = compiled.signature().args[0].shape
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.standard_normal(shape).astype(dtype) for _ in range(3))
+    out = run_simulated(compiled, a, b, c, np.zeros(shape, dtype))[-1]
+    assert_same(out, a * b + c)
+
+
+FLOAT_OPS = {
+    "arith.addf": (2, np.add),
+    "arith.subf": (2, np.subtract),
+    "arith.mulf": (2, np.multiply),
+    "arith.divf": (2, np.divide),
+    "arith.maximumf": (2, np.maximum),
+    "arith.minimumf": (2, np.minimum),
+    "arith.maxnumf": (2, np.fmax),
+    "arith.minnumf": (2, np.fmin),
+    "arith.negf": (1, np.negative),
+    "math.absf": (1, np.abs),
+    "math.sqrt": (1, np.sqrt),
+    "math.fma": (3, None),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("op", sorted(FLOAT_OPS))
+def test_float_ops(op, dtype):
+    arity, reference = FLOAT_OPS[op]
+    element = "f32" if dtype == np.float32 else "bf16"
+    rng = np.random.default_rng(abs(hash(op)) % 2**32)
+    inputs = [_random((4, 128), dtype, rng, positive=(op == "math.sqrt")) for _ in range(arity)]
+    if op in ("arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf"):
+        inputs[0][0, :3] = np.nan  # NaN propagation differs between the two families
+    got = _run(elementwise_kernel(op, element, arity), *inputs)
+    if reference is None:  # fma: exact product and sum in float64, one rounding
+        wide = [x.astype(np.float64) for x in inputs]
+        expected = (wide[0] * wide[1] + wide[2]).astype(dtype)
+    else:
+        expected = reference(*inputs)
+    assert_same(got, expected)
+
+
+INT_OPS = {"arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
+           "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or,
+           "arith.xori": np.bitwise_xor, "arith.maxsi": np.maximum, "arith.minsi": np.minimum}
+
+
+@pytest.mark.parametrize("op", sorted(INT_OPS))
+def test_i32_ops_wrap_like_numpy(op):
+    rng = np.random.default_rng(7)
+    a, b = (rng.integers(-2**31, 2**31, (4, 128), dtype=np.int32) for _ in range(2))
+    got = _run(elementwise_kernel(op, "i32", 2), a, b)
+    with np.errstate(over="ignore"):
+        assert_same(got, INT_OPS[op](a, b))
+
+
+@pytest.mark.parametrize(("op", "source", "target"), [("arith.extf", "bf16", "f32"),
+                                                      ("arith.truncf", "f32", "bf16"),
+                                                      ("arith.extf", "f16", "f32"),
+                                                      ("arith.truncf", "f32", "f16")])
+def test_float_conversions_round_to_nearest_even(op, source, target):
+    dtypes = {"f32": np.float32, "bf16": BF16, "f16": np.float16}
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4, 128)) * 100).astype(dtypes[source])
+    got = _run(elementwise_kernel(op, source, 1, result_element=target), x)
+    assert_same(got, x.astype(dtypes[target]))
+
+
+def test_splat_constants_and_casts():
+    text = """
+func.func @k(%a: memref<4x128xbf16>, %out: memref<4x128xbf16>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %half = arith.constant dense<0.5> : vector<4x128xbf16>
+  %three = arith.constant dense<3.0> : vector<4x128xf32>
+  %s = "smalti.layout_cast"(%three) {new_layout = #smalti.splat} : (vector<4x128xf32>) -> vector<4x128xf32>
+  %x = "smalti.vector_load"(%a, %c0, %c0) : (memref<4x128xbf16>, index, index) -> vector<4x128xbf16>
+  %h = arith.mulf %x, %half : vector<4x128xbf16>
+  %w = arith.extf %h : vector<4x128xbf16> to vector<4x128xf32>
+  %t = "smalti.layout_cast"(%s) {new_layout = #smalti.strided<vec = 4>} : (vector<4x128xf32>) -> vector<4x128xf32>
+  %g = arith.addf %w, %t : vector<4x128xf32>
+  %n = arith.truncf %g : vector<4x128xf32> to vector<4x128xbf16>
+  "smalti.vector_store"(%n, %out, %c0, %c0) : (vector<4x128xbf16>, memref<4x128xbf16>, index, index) -> ()
+  return
+}
+"""
+    x = np.random.default_rng(5).standard_normal((4, 128)).astype(BF16)
+    expected = ((x * BF16(0.5)).astype(np.float32) + np.float32(3.0)).astype(BF16)
+    assert_same(_run(text, x), expected)
+
+
+@pytest.mark.parametrize(("element", "dtype"), [("f32", np.float32), ("bf16", BF16),
+                                                ("i32", np.int32)])
+@pytest.mark.parametrize(("source_shape", "tile", "grid", "offset", "layout"), [
+    ((8, 512), (8, 128), 3, 128, None),          # aligned: 16-byte accesses
+    ((8, 520), (8, 128), 4, 1, None),            # unaligned start: narrower accesses
+    ((2, 384), (2, 64), 5, 64, None),            # strided rows that carry (slow path)
+    ((64, 48), (64, 8), 4, 8, WGMMA),            # the wgmma accumulator layout
+    ((2, 1280), (1, 1024), 1, 256, None),        # one row, several registers
+])
+def test_copies_in_every_layout_and_alignment(element, dtype, source_shape, tile, grid,
+                                              offset, layout):
+    rng = np.random.default_rng(11)
+    if dtype == np.int32:
+        src = rng.integers(-1000, 1000, source_shape, dtype=np.int32)
+    else:
+        src = rng.standard_normal(source_shape).astype(dtype)
+    text = copy_kernel(element, source_shape, tile, grid, layout, offset)
+    got = _run(text, src)
+    width = tile[-1]
+    expected = np.concatenate([src[tuple(slice(0, t) for t in tile[:-1]) +
+                                   (slice(i * width + offset, (i + 1) * width + offset),)]
+                               for i in range(grid)], axis=-1)
+    assert_same(got, expected)
