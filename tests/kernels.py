@@ -50,7 +50,7 @@ func.func @copy(%src: {src}, %dst: {dst}) attributes {{smalti.kernel, smalti.gri
   %b = gpu.block_id x
   %start = arith.muli %b, %width : index
   %col = arith.addi %start, %off : index
-  %v = "smalti.vector_load"(%src, {zeros}{", " if zeros else ""}%col) : ({src}, {"index, " * (len(tile) - 1)}index) -> {vec}
+  %v = "smalti.vector_load"(%src, {zeros}{", " if zeros else ""}%col){attrs} : ({src}, {"index, " * (len(tile) - 1)}index) -> {vec}
   "smalti.vector_store"(%v, %dst, {zeros}{", " if zeros else ""}%start) : ({vec}, {dst}, {"index, " * (len(tile) - 1)}index) -> ()
   return
 }}

@@ -4,8 +4,14 @@ import pytest
 
 from smalti.dialect import LayoutAttrError, attr_to_layout, layout_to_attr, make_context
 from smalti.dialect.attributes import layout_to_text, text_to_layout
-from smalti.tiling import WGMMA_LAYOUT, Replicated, TiledLayout, Tiling, WGSplatLayout, \
-    WGStridedLayout
+from smalti.tiling import (
+    WGMMA_LAYOUT,
+    Replicated,
+    TiledLayout,
+    Tiling,
+    WGSplatLayout,
+    WGStridedLayout,
+)
 
 LAYOUTS = [
     WGSplatLayout(),

@@ -1,5 +1,7 @@
 """The equation solver on its own: exact answers, explained failures, random systems."""
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,7 +56,7 @@ def test_default_is_the_widest_strided_layout():
 def test_conflict_names_the_shortest_chain():
     s = EquationSystem()
     vs = [s.new_variable((128, 128)) for _ in range(5)]
-    for x, y in zip(vs, vs[1:], strict=False):
+    for x, y in itertools.pairwise(vs):
         s.add(Equal(x, y, Origin("chain")))
     s.add(Equal(vs[0], vs[4], Origin("shortcut")))
     s.add(IsLayout(vs[0], WGStridedLayout(4), Origin("first")))

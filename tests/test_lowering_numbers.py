@@ -153,7 +153,8 @@ def test_copies_in_every_layout_and_alignment(element, dtype, source_shape, tile
     text = copy_kernel(element, source_shape, tile, grid, layout, offset)
     got = _run(text, src)
     width = tile[-1]
-    expected = np.concatenate([src[tuple(slice(0, t) for t in tile[:-1]) +
-                                   (slice(i * width + offset, (i + 1) * width + offset),)]
-                               for i in range(grid)], axis=-1)
+    rows = tuple(slice(0, t) for t in tile[:-1])
+    expected = np.concatenate(
+        [src[(*rows, slice(i * width + offset, (i + 1) * width + offset))] for i in range(grid)],
+        axis=-1)
     assert_same(got, expected)

@@ -16,7 +16,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
-from smalti.lowering.scalar import INDEX, constant_scalar, scalar_add, scalar_mul
+from smalti.lowering.scalar import constant_scalar, scalar_add, scalar_mul
 from smalti.lowering.values import (
     BufferValue,
     FragmentedArray,
