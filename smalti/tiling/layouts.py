@@ -206,8 +206,9 @@ class WGStridedLayout:
         chunk = WARPGROUP_SIZE * self.vec
         origins = tuple(tuple(int(i) for i in np.unravel_index(r * chunk, shape))
                         for r in range(math.prod(shape) // chunk))
-        thread_max = [max(((t // term.divisor) % term.modulus) * term.scale
-                          for t in range(WARPGROUP_SIZE)) for term in terms]
+        thread_max = [0] * len(shape)
+        for term in terms:
+            thread_max[term.dim] += max(term.evaluate(np.arange(WARPGROUP_SIZE)))
         separable = all(o[d] + thread_max[d] < shape[d] for o in origins for d in range(len(shape)))
         return Distribution(tuple(shape), tuple(terms), origins, self.vec, len(shape) - 1, 1,
                             separable)
