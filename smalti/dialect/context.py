@@ -26,19 +26,42 @@ _MANY_TOP_LEVEL_OPS = "source must contain a single top-level operation"
 def parse_module(text: str, source_name: str, context: ir.Context) -> ir.Operation:
     """Parse `text` into a `builtin.module` op with locations in `source_name`.
 
-    Like mlir-opt, top-level ops other than one `module` are wrapped in an implicit module.
-    (With several top-level ops the wrapper shares line 1, so columns on line 1 move by 8.)
-    Raises ir.MLIRError, whose diagnostics are located, on malformed input.
+    Like mlir-opt, top-level ops other than one `module` go into an implicit module, located
+    at the first of them. (With several top-level ops the text is wrapped in `module {`, so
+    columns on line 1 move by 8.) Raises ir.MLIRError on malformed input; its diagnostics,
+    or the context's handlers when `emit_error_diagnostics` is set, say where.
     """
+    many_ops: list[bool] = []
+
+    def watch(diagnostic: ir.Diagnostic) -> bool:
+        if _MANY_TOP_LEVEL_OPS in str(diagnostic.message):
+            many_ops.append(True)
+            return True
+        return False
+
     with context:
+        handler = context.attach_diagnostic_handler(watch)
         try:
             op = ir.Operation.parse(text, source_name=source_name).operation
         except ir.MLIRError as error:
-            if not any(_MANY_TOP_LEVEL_OPS in d.message for d in error.error_diagnostics):
+            if not many_ops and not any(_MANY_TOP_LEVEL_OPS in d.message
+                                        for d in error.error_diagnostics):
                 raise
-            return ir.Operation.parse("module {" + text + "\n}", source_name=source_name).operation
+            op = None
+        finally:
+            handler.detach()
+        if op is None:
+            wrapper = ir.Operation.parse("module {" + text + "\n}", source_name=source_name)
+            ops = [o.operation for o in wrapper.regions[0].blocks[0].operations]
+            return _implicit_module([o.detach_from_parent() for o in ops])
         if op.name == "builtin.module":
             return op
-        module = ir.Module.create(ir.Location.file(source_name, 1, 1))
+        return _implicit_module([op])
+
+
+def _implicit_module(ops: list[ir.Operation]) -> ir.Operation:
+    """A module holding detached top-level `ops`, located where the first of them is."""
+    module = ir.Module.create(ops[0].location if ops else ir.Location.unknown())
+    for op in ops:
         module.body.append(op)
-        return module.operation
+    return module.operation

@@ -108,12 +108,27 @@ def build_pass_manager(
 
 
 def run_pipeline(module: ir.Operation, pipeline: str = DEFAULT_PIPELINE) -> None:
-    """Run `pipeline` on `module` in place; raise DiagnosticError with located messages."""
+    """Run `pipeline` on `module` in place; raise DiagnosticError with located messages.
+
+    Upstream passes report through the context: their diagnostics are read from the
+    MLIRError or, when the context routes errors to handlers, seen (not consumed) here.
+    """
     pm, failures = build_pass_manager(pipeline, module.context)
+    seen: list[Diagnostic] = []
+
+    def observe(diagnostic: ir.Diagnostic) -> bool:
+        if diagnostic.severity == ir.DiagnosticSeverity.ERROR:
+            seen.append(Diagnostic(diagnostic.location, str(diagnostic.message)))
+        return False
+
+    handler = module.context.attach_diagnostic_handler(observe)
     try:
         pm.run(module)
     except ir.MLIRError as error:
         if failures.errors:
             raise DiagnosticError([d for e in failures.errors for d in e.diagnostics]) from None
-        raise DiagnosticError([Diagnostic(d.location, d.message)
-                               for d in error.error_diagnostics]) from None
+        captured = [Diagnostic(d.location, d.message) for d in error.error_diagnostics]
+        raise DiagnosticError(captured or seen or [
+            Diagnostic(module.location, f"pass pipeline {pipeline} failed")]) from None
+    finally:
+        handler.detach()

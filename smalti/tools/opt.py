@@ -122,7 +122,7 @@ def process_chunk(chunk: Chunk, source_name: str, context: ir.Context,
                   options: PrintOptions, print_ir_after_all: bool = False) -> ChunkResult:
     """Parse one chunk, run `pipeline` on it, and print it (or report why not)."""
     collector.take()
-    module = parse_chunk(chunk, source_name, context, collector)
+    module = parse_chunk(chunk, source_name, context)
     if module is None:
         return ChunkResult(None, tuple(collector.take()))
     pm, failures = build_pass_manager(pipeline, context)

@@ -75,7 +75,7 @@ def translate_chunk(chunk: Chunk, source_name: str, context: ir.Context,
     from smalti.ptx import print_module
 
     collector.take()
-    module = parse_chunk(chunk, source_name, context, collector)
+    module = parse_chunk(chunk, source_name, context)
     if module is None:
         return Translated(None, tuple(collector.take()))
     try:
