@@ -84,14 +84,19 @@ class _PassFailures:
         return run
 
 
+AfterPass = Callable[[int, str, ir.Operation], None]
+
+
 def build_pass_manager(
-    pipeline: str, context: ir.Context, *, print_ir_after_all: bool = False
+    pipeline: str, context: ir.Context, *, print_ir_after_all: bool = False,
+    after_pass: AfterPass | None = None,
 ) -> tuple[passmanager.PassManager, _PassFailures]:
-    """A pass manager on `builtin.module` running `pipeline`'s elements in order."""
+    """A pass manager on `builtin.module` running `pipeline`'s elements in order;
+    `after_pass(index, element, module)` is called after each (for dumps)."""
     failures = _PassFailures()
     with context:
         pm = passmanager.PassManager("builtin.module")
-        for element in split_pipeline(pipeline):
+        for index, element in enumerate(split_pipeline(pipeline)):
             info = REGISTRY.get(element)
             if info is not None:
                 pm.add(failures.wrap(info), name=info.argument, argument=info.argument,
@@ -102,18 +107,30 @@ def build_pass_manager(
                 except ValueError as error:
                     raise ValueError(f"unknown pass or bad pipeline element {element!r}: "
                                      f"{error}") from None
+            if after_pass is not None:
+                pm.add(_observer(after_pass, index, element), name=f"after-{index}")
         if print_ir_after_all:
             pm.enable_ir_printing(print_after_all=True)
     return pm, failures
 
 
-def run_pipeline(module: ir.Operation, pipeline: str = DEFAULT_PIPELINE) -> None:
+def _observer(after_pass: AfterPass, index: int, element: str
+              ) -> Callable[[ir.Operation, object], None]:
+    def observe(op: ir.Operation, pass_: object) -> None:
+        del pass_
+        after_pass(index, element, op.operation)
+
+    return observe
+
+
+def run_pipeline(module: ir.Operation, pipeline: str = DEFAULT_PIPELINE, *,
+                 after_pass: AfterPass | None = None) -> None:
     """Run `pipeline` on `module` in place; raise DiagnosticError with located messages.
 
     Upstream passes report through the context: their diagnostics are read from the
     MLIRError or, when the context routes errors to handlers, seen (not consumed) here.
     """
-    pm, failures = build_pass_manager(pipeline, module.context)
+    pm, failures = build_pass_manager(pipeline, module.context, after_pass=after_pass)
     seen: list[Diagnostic] = []
 
     def observe(diagnostic: ir.Diagnostic) -> bool:

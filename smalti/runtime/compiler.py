@@ -1,14 +1,21 @@
-"""From `.mlir` text to PTX: parse, run the default pipeline, lower, print."""
+"""From MLIR to PTX and cubins: parse, run the default pipeline, lower, print, assemble."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
+
+from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context, parse_module
 from smalti.dialect.kernel import KernelSignature, kernel_functions, kernel_signature
 from smalti.lowering import lower_module
 from smalti.passes import DEFAULT_PIPELINE, run_pipeline
 from smalti.ptx import print_module
+from smalti.ptx.toolchain import CompileResult, compile_ptx, disassemble
+from smalti.runtime.dump import Dumper
+
+DEFAULT_ARCH = "sm_90a"
 
 
 @dataclass(frozen=True)
@@ -17,6 +24,8 @@ class CompiledModule:
 
     ptx: str
     kernels: dict[str, KernelSignature]
+    arch: str = DEFAULT_ARCH
+    dumper: Dumper | None = field(default=None, compare=False)
 
     def signature(self, kernel: str | None = None) -> KernelSignature:
         if kernel is None:
@@ -27,14 +36,40 @@ class CompiledModule:
             raise ValueError(f"no kernel @{kernel}; the module has {sorted(self.kernels)}")
         return self.kernels[kernel]
 
+    def assemble(self) -> CompileResult:
+        """The cubin ptxas makes (PtxasError names the failing PTX line)."""
+        result = compile_ptx(self.ptx, arch=self.arch)
+        if self.dumper is not None:
+            self.dumper.write("ptxas.log", result.log)
+            self.dumper.write("cubin", result.cubin)
+            self.dumper.write("sass", disassemble(result.cubin))
+        return result
 
-def compile_mlir(text: str, source_name: str = "<string>",
+
+def compile_module(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
+                   pipeline: str = DEFAULT_PIPELINE, kernel: str | None = None
+                   ) -> CompiledModule:
+    """Run `pipeline` on `module` (in place) and lower it; DiagnosticError on bad input.
+    `kernel` keeps only that kernel's PTX (KeyError if there is none)."""
+    functions = kernel_functions(module)
+    dumper = Dumper.from_environment(
+        kernel or (kernel_signature(functions[0]).name if functions else "module"))
+    with module.context:
+        run_pipeline(module, pipeline, after_pass=dumper.after_pass if dumper else None)
+        ptx = dataclasses.replace(lower_module(module), target=arch)
+        signatures = {s.name: s for s in map(kernel_signature, kernel_functions(module))}
+    if kernel is not None:
+        ptx = dataclasses.replace(ptx, kernels=(ptx.kernel(kernel),))
+        signatures = {kernel: signatures[kernel]}
+    text = print_module(ptx)
+    if dumper is not None:
+        dumper.write("ptx", text)
+    return CompiledModule(text, signatures, arch, dumper)
+
+
+def compile_mlir(text: str, source_name: str = "<string>", *, arch: str = DEFAULT_ARCH,
                  pipeline: str = DEFAULT_PIPELINE) -> CompiledModule:
     """Compile `.mlir` text; DiagnosticError (located) or ir.MLIRError on bad input."""
     context = make_context()
     module = parse_module(text, source_name, context)
-    with context:
-        run_pipeline(module, pipeline)
-        ptx = lower_module(module)
-        signatures = {s.name: s for s in map(kernel_signature, kernel_functions(module))}
-    return CompiledModule(print_module(ptx), signatures)
+    return compile_module(module, arch=arch, pipeline=pipeline)

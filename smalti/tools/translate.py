@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +11,8 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context
 from smalti.dialect.diagnostics import DiagnosticError
-from smalti.passes.registry import DEFAULT_PIPELINE, run_pipeline
+from smalti.passes.registry import DEFAULT_PIPELINE
+from smalti.runtime.compiler import CompiledModule, compile_module
 from smalti.tools.cli_common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -34,7 +34,7 @@ TOOL = "smalti-translate"
 class Translated:
     """One chunk translated: its PTX (None when it failed) and what was reported on the way."""
 
-    ptx: str | None
+    compiled: CompiledModule | None
     diagnostics: tuple[Reported, ...]
 
 
@@ -69,27 +69,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def translate_chunk(chunk: Chunk, source_name: str, context: ir.Context,
-                    collector: DiagnosticCollector, arch: str, kernel: str | None) -> Translated:
-    """PTX for one chunk of MLIR source: parse, DEFAULT_PIPELINE, lower, print."""
-    from smalti.lowering import lower_module
-    from smalti.ptx import print_module
-
+                    collector: DiagnosticCollector, arch: str, kernel: str | None
+                    ) -> Translated:
+    """The compiled module of one chunk of MLIR source (None when it failed), and what was
+    reported on the way."""
     collector.take()
     module = parse_chunk(chunk, source_name, context)
     if module is None:
         return Translated(None, tuple(collector.take()))
     try:
-        run_pipeline(module, DEFAULT_PIPELINE)
-        ptx_module = lower_module(module)
+        compiled = compile_module(module, arch=arch, kernel=kernel)
     except DiagnosticError as error:
         return Translated(None, tuple(merge_smalti_notes(collector.take(), error.diagnostics)))
-    if kernel is not None:
-        try:
-            ptx_module = dataclasses.replace(ptx_module, kernels=(ptx_module.kernel(kernel),))
-        except KeyError as error:
-            raise ToolError(error.args[0]) from None
-    ptx_module = dataclasses.replace(ptx_module, target=arch)
-    return Translated(print_module(ptx_module), tuple(collector.take()))
+    except KeyError as error:
+        raise ToolError(error.args[0]) from None
+    return Translated(compiled, tuple(collector.take()))
 
 
 def _run(argv: Sequence[str]) -> int:
@@ -116,28 +110,27 @@ def _run(argv: Sequence[str]) -> int:
             else:
                 for diagnostic in result.diagnostics:
                     print(diagnostic.format(), file=sys.stderr)
-                failed |= result.ptx is None
-            outputs.append(result.ptx or "")
+                failed |= result.compiled is None
+            outputs.append(result.compiled)
     if failed:
         return EXIT_FAILURE
     match args.to:
         case "ptx":
-            write_output(args.output, join_outputs(outputs))
+            write_output(args.output, join_outputs([c.ptx if c else "" for c in outputs]))
         case "sass":
-            sass = [_disassemble(_compile(p, args.arch, args.verbose)) if p else ""
-                    for p in outputs]
+            sass = [_disassemble(_assemble(c, args.verbose)) if c else "" for c in outputs]
             write_output(args.output, join_outputs(sass))
         case "cubin":
-            write_output(args.output, _compile(outputs[0], args.arch, args.verbose))
+            write_output(args.output, _assemble(outputs[0], args.verbose))
     return EXIT_OK
 
 
-def _compile(ptx: str, arch: str, verbose: bool) -> bytes:
-    """The cubin ptxas makes of `ptx`; ptxas errors become ToolError (they name PTX lines)."""
-    from smalti.ptx.toolchain import ToolchainError, compile_ptx
+def _assemble(compiled: CompiledModule, verbose: bool) -> bytes:
+    """The cubin ptxas makes; ptxas errors become ToolError (they name the PTX line)."""
+    from smalti.ptx.toolchain import ToolchainError
 
     try:
-        result = compile_ptx(ptx, arch=arch)
+        result = compiled.assemble()
     except ToolchainError as error:  # PtxasError (naming the PTX line), missing ptxas, ...
         raise ToolError(str(error)) from None
     if verbose and result.log:
