@@ -32,7 +32,7 @@ TOOL = "smalti-translate"
 
 @dataclass(frozen=True)
 class Translated:
-    """One chunk translated: its PTX (None when it failed) and what was reported on the way."""
+    """One chunk translated: its compiled module (None when it failed) and what was reported."""
 
     compiled: CompiledModule | None
     diagnostics: tuple[Reported, ...]
