@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from smalti.layout_inference.expressions import Expression
 from smalti.tiling import Layout
 
 
@@ -68,7 +69,26 @@ class Hint:
     origin: Origin
 
 
-Constraint = Equal | IsLayout | AllowedKinds
+@dataclass(frozen=True)
+class Derived:
+    """target's layout is `expression` applied to source's (a reduction, a broadcast, ...)."""
+
+    target: Variable
+    source: Variable
+    expression: Expression
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class RelayoutAllowed:
+    """`target` may differ from `source`, as long as the lowering can convert between them."""
+
+    source: Variable
+    target: Variable
+    origin: Origin
+
+
+Constraint = Equal | IsLayout | AllowedKinds | Derived | RelayoutAllowed
 
 
 @dataclass

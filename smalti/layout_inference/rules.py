@@ -14,13 +14,16 @@ from smalti.dialect.attributes import attr_to_layout
 from smalti.dialect.ops import LayoutCastOp, VectorLoadOp, VectorStoreOp
 from smalti.layout_inference.equations import (
     AllowedKinds,
+    Derived,
     Equal,
     EquationSystem,
     Hint,
     IsLayout,
     Origin,
+    RelayoutAllowed,
     Variable,
 )
+from smalti.layout_inference.expressions import Broadcast, Expression, Reduce, Reshape, Transpose
 from smalti.layout_inference.solver import widest_strided_layout
 from smalti.tiling import TiledLayout, WGSplatLayout, WGStridedLayout
 
@@ -74,6 +77,14 @@ class RuleContext:
 
     def allow(self, value: ir.Value, kinds: frozenset[type], reason: str) -> None:
         self.system.add(AllowedKinds(self.var(value), kinds, self.origin(reason)))
+
+    def derive(self, result: ir.Value, source: ir.Value, expression: Expression,
+               reason: str) -> None:
+        self.system.add(Derived(self.var(result), self.var(source), expression,
+                                self.origin(reason)))
+
+    def relayout(self, source: ir.Value, result: ir.Value, reason: str) -> None:
+        self.system.add(RelayoutAllowed(self.var(source), self.var(result), self.origin(reason)))
 
     def hint(self, value: ir.Value, layout, priority: int, reason: str) -> None:
         self.system.add(Hint(self.var(value), layout, priority, self.origin(reason)))
@@ -155,7 +166,89 @@ def _memory_access(ctx: RuleContext, value: ir.Value, verb: str) -> None:
 
 @rule(LayoutCastOp.OPERATION_NAME)
 def _layout_cast(ctx: RuleContext, op: ir.Operation) -> None:
-    """The result has the requested layout; the operand is free (the lowering relayouts)."""
-    ctx.var(op.operands[0])
+    """The result has the requested layout; the operand may differ if the lowering can
+    convert it."""
+    ctx.relayout(op.operands[0], op.results[0], "layout_cast converts its operand's layout")
     ctx.fix(op.results[0], attr_to_layout(op.attributes["new_layout"]),
             "layout_cast sets its result's layout")
+
+
+@rule("vector.broadcast", "vector.splat")
+def _broadcast(ctx: RuleContext, op: ir.Operation) -> None:
+    """A scalar broadcasts into any layout; a vector's layout is carried to the new shape."""
+    source, result = op.operands[0], op.results[0]
+    if not is_vector(source):
+        ctx.hint(result, WGSplatLayout(), TOLERATED, "a broadcast scalar is cheapest as a splat")
+        return
+    shape = tuple(ir.VectorType(source.type).shape)
+    new_shape = tuple(ir.VectorType(result.type).shape)
+    added = len(new_shape) - len(shape)
+    axes = tuple(range(added)) + tuple(added + i for i, size in enumerate(shape)
+                                       if size == 1 and new_shape[added + i] != 1)
+    ctx.derive(result, source, Broadcast(shape, new_shape, axes),
+               "vector.broadcast replicates its operand's layout along the new dims")
+
+
+@rule("vector.multi_reduction")
+def _multi_reduction(ctx: RuleContext, op: ir.Operation) -> None:
+    """The result is laid out as the reduction of the source's layout; acc matches it."""
+    source, accumulator, result = op.operands[0], op.operands[1], op.results[0]
+    if not is_vector(result):
+        ctx.var(source)
+        return
+    shape = tuple(ir.VectorType(source.type).shape)
+    axes = tuple(int(a) for a in ir.DenseI64ArrayAttr(op.attributes["reduction_dims"]))
+    ctx.derive(result, source, Reduce(shape, axes),
+               "a reduction's result takes the reduced layout of its source")
+    ctx.equal(accumulator, result, "a reduction's accumulator and result share a layout")
+
+
+@rule("vector.shape_cast")
+def _shape_cast(ctx: RuleContext, op: ir.Operation) -> None:
+    source, result = op.operands[0], op.results[0]
+    ctx.derive(result, source, Reshape(tuple(ir.VectorType(source.type).shape),
+                                       tuple(ir.VectorType(result.type).shape)),
+               "vector.shape_cast keeps the row-major distribution of elements")
+
+
+@rule("vector.transpose")
+def _transpose(ctx: RuleContext, op: ir.Operation) -> None:
+    source, result = op.operands[0], op.results[0]
+    permutation = tuple(int(p) for p in ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    ctx.derive(result, source, Transpose(tuple(ir.VectorType(source.type).shape), permutation),
+               "vector.transpose permutes its operand's layout")
+
+
+@rule("scf.for")
+def _for(ctx: RuleContext, op: ir.Operation) -> None:
+    """A loop-carried vector has one layout: initial value, iteration argument, yielded
+    value and result."""
+    body = op.regions[0].blocks[0]
+    yielded = list(body.operations)[-1].operands
+    carried = list(op.operands)[3:]
+    for init, argument, value, result in zip(carried, list(body.arguments)[1:], yielded,
+                                             op.results, strict=True):
+        if is_vector(result):
+            reason = "a loop-carried value keeps its layout across iterations"
+            ctx.equal(init, result, reason)
+            ctx.equal(argument, result, reason)
+            ctx.equal(value, result, reason)
+
+
+@rule("scf.if")
+def _if(ctx: RuleContext, op: ir.Operation) -> None:
+    """Each result shares its layout with the values both branches yield for it."""
+    branches = [list(region.blocks[0].operations)[-1].operands for region in op.regions
+                if len(region.blocks)]
+    for i, result in enumerate(op.results):
+        if is_vector(result):
+            for yielded in branches:
+                ctx.equal(yielded[i], result, "scf.if yields one layout from both branches")
+
+
+@rule("scf.yield")
+def _yield(ctx: RuleContext, op: ir.Operation) -> None:
+    """Constrained by the parent op (scf.for, scf.if)."""
+    for operand in op.operands:
+        if is_vector(operand):
+            ctx.var(operand)

@@ -1,26 +1,37 @@
-"""Solve an EquationSystem: union-find over equalities, then checks, then an ordered choice.
+"""Solve an EquationSystem exactly, and explain failures.
 
 Order of work (deterministic):
-1. Union the variables of every `Equal`; each class must end with one layout.
-2. A class with `IsLayout` constraints takes that layout; two different ones conflict.
-3. A fixed layout must be of every `AllowedKinds` of the class and fit every member's shape.
-4. A class left open takes the first candidate that passes step 3, candidates being its
-   hints by descending priority (ties: lower variable id first, then insertion order),
-   then the widest strided layout that fits, then splat.
-A failure names the shortest chain of constraints that forces it (see `Conflict`).
+1. Union the variables of every `Equal`: each class ends with one layout.
+2. Propagate to a fixed point: an `IsLayout` assigns its class; an assigned class checks its
+   `AllowedKinds` and shapes, pushes its layout through `Derived` expressions (forward, and
+   backward where the expression is invertible) and checks `RelayoutAllowed` pairs.
+3. Search what stays open, in a fixed order (the class with the highest-priority hint
+   first, then the lowest variable id), trying for each class its candidates in order:
+   its hints (by priority), layouts suggested by assigned neighbours, the widest strided
+   layout that fits, splat. Each choice propagates; a conflict undoes it (a trail, not
+   copies) and tries the next, backtracking if a class runs out. The search is complete
+   over these candidates, under a budget of choices.
+A conflict names the constraints that force it: for each side, the chain of equalities
+from the constraint that fixed a class to the variable in question, recursively through
+the expressions that carried layouts between classes.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from smalti.layout_inference.equations import (
     AllowedKinds,
     Constraint,
+    Derived,
     Equal,
     EquationSystem,
+    Hint,
     IsLayout,
+    Origin,
+    RelayoutAllowed,
     Variable,
 )
 from smalti.tiling import (
@@ -32,13 +43,15 @@ from smalti.tiling import (
     check_layout_fits,
 )
 
+SEARCH_BUDGET = 100_000  # candidate layouts tried before the search gives up
+
 
 @dataclass(frozen=True)
 class Conflict:
-    """Why no assignment exists: the smallest chain of constraints found, in order."""
+    """Why no assignment exists: the constraints in conflict, in a readable order."""
 
     message: str
-    chain: tuple[Constraint, ...]
+    chain: tuple[Constraint | Hint, ...]
     cast_variable: Variable | None = None  # a layout_cast of this value breaks the chain,
     cast_layout: Layout | None = None  # converting it to this layout
 
@@ -47,6 +60,15 @@ class Unsatisfiable(Exception):
     def __init__(self, conflict: Conflict) -> None:
         self.conflict = conflict
         super().__init__(conflict.message)
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """A layout the search chose for a class (a reason, like a constraint)."""
+
+    var: Variable
+    layout: Layout
+    origin: Origin
 
 
 def widest_strided_layout(shape: tuple[int, ...], bitwidth: int) -> WGStridedLayout | None:
@@ -68,11 +90,63 @@ def fits(layout: Layout, shape: tuple[int, ...]) -> bool:
     return True
 
 
-class _UnionFind:
-    def __init__(self, size: int) -> None:
-        self.parent = list(range(size))
+def relayout_supported(source: Layout, target: Layout) -> bool:
+    """Relayouts the lowering performs: none at all, and a splat broadcast to any layout."""
+    return source == target or isinstance(source, WGSplatLayout)
 
-    def find(self, x: int) -> int:
+
+def solve(system: EquationSystem) -> dict[int, Layout]:
+    """A layout for every variable (by id); raises Unsatisfiable with an explanation."""
+    return _Solver(system).run()
+
+
+class _Conflicted(Exception):
+    def __init__(self, conflict: Conflict) -> None:
+        self.conflict = conflict
+
+
+class _Solver:
+    def __init__(self, system: EquationSystem) -> None:
+        self.system = system
+        n = len(system.variables)
+        self.parent = list(range(n))
+        self.edges: dict[int, list[tuple[int, Equal]]] = defaultdict(list)
+        self.fixed: list[IsLayout] = []
+        self.allowed: dict[int, list[AllowedKinds]] = defaultdict(list)
+        self.derived_from: dict[int, list[Derived]] = defaultdict(list)  # by source var
+        self.derived_into: dict[int, list[Derived]] = defaultdict(list)  # by target var
+        self.relayouts: dict[int, list[RelayoutAllowed]] = defaultdict(list)
+        for constraint in system.constraints:
+            match constraint:
+                case Equal(a=a, b=b):
+                    self._union(a.id, b.id)
+                    self.edges[a.id].append((b.id, constraint))
+                    self.edges[b.id].append((a.id, constraint))
+                case IsLayout():
+                    self.fixed.append(constraint)
+                case AllowedKinds(var=var):
+                    self.allowed[var.id].append(constraint)
+                case Derived(source=source, target=target):
+                    self.derived_from[source.id].append(constraint)
+                    self.derived_into[target.id].append(constraint)
+                case RelayoutAllowed(source=source, target=target):
+                    self.relayouts[source.id].append(constraint)
+                    self.relayouts[target.id].append(constraint)
+        self.members: dict[int, list[Variable]] = defaultdict(list)
+        for var in system.variables:
+            self.members[self._find(var.id)].append(var)
+        self.hints: dict[int, list[tuple[int, int, int, Hint]]] = defaultdict(list)
+        for order, hint in enumerate(system.hints):
+            self.hints[self._find(hint.var.id)].append(
+                (-hint.priority, hint.var.id, order, hint))
+        for ranked in self.hints.values():
+            ranked.sort(key=lambda item: item[:3])
+        self.layout: dict[int, Layout] = {}
+        self.reason: dict[int, tuple[Variable, IsLayout | Derived | _Decision]] = {}
+        self.trail: list[int] = []
+
+    # Union-find over variable ids.
+    def _find(self, x: int) -> int:
         root = x
         while self.parent[root] != root:
             root = self.parent[root]
@@ -80,108 +154,140 @@ class _UnionFind:
             self.parent[x], x = root, self.parent[x]
         return root
 
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
+    def _union(self, a: int, b: int) -> None:
+        ra, rb = self._find(a), self._find(b)
         if ra != rb:
             self.parent[max(ra, rb)] = min(ra, rb)
 
+    # Entry point.
+    def run(self) -> dict[int, Layout]:
+        try:
+            for constraint in self.fixed:
+                self._assign(constraint.var, constraint.layout, constraint)
+        except _Conflicted as failure:
+            raise Unsatisfiable(failure.conflict) from None
+        self._search()
+        return {v.id: self.layout[self._find(v.id)] for v in self.system.variables}
 
-def solve(system: EquationSystem) -> dict[int, Layout]:
-    """A layout for every variable (by id); raises Unsatisfiable with an explanation."""
-    n = len(system.variables)
-    uf = _UnionFind(n)
-    edges: dict[int, list[tuple[int, Equal]]] = defaultdict(list)
-    fixed: dict[int, list[IsLayout]] = defaultdict(list)
-    allowed: dict[int, list[AllowedKinds]] = defaultdict(list)
-    for constraint in system.constraints:
-        match constraint:
-            case Equal(a=a, b=b):
-                uf.union(a.id, b.id)
-                edges[a.id].append((b.id, constraint))
-                edges[b.id].append((a.id, constraint))
-            case IsLayout(var=var):
-                fixed[var.id].append(constraint)
-            case AllowedKinds(var=var):
-                allowed[var.id].append(constraint)
+    # Assignment and propagation.
+    def _assign(self, var: Variable, layout: Layout, why: IsLayout | Derived | _Decision
+                ) -> None:
+        """Give var's class `layout` and propagate; _Conflicted on any contradiction."""
+        queue = deque([(var, layout, why)])
+        while queue:
+            var, layout, why = queue.popleft()
+            root = self._find(var.id)
+            if root in self.layout:
+                if self.layout[root] != layout:
+                    raise _Conflicted(self._clash(var, layout, why))
+                continue
+            self.layout[root] = layout
+            self.reason[root] = (var, why)
+            self.trail.append(root)
+            for member in self.members[root]:
+                self._check_member(member, layout)
+                for d in self.derived_from[member.id]:
+                    queue.extend(self._push_forward(d, layout))
+                for d in self.derived_into[member.id]:
+                    queue.extend(self._push_backward(d, layout))
+                for r in self.relayouts[member.id]:
+                    self._check_relayout(r)
 
-    members: dict[int, list[Variable]] = defaultdict(list)
-    for var in system.variables:
-        members[uf.find(var.id)].append(var)
-    hints: dict[int, list] = defaultdict(list)
-    for order, hint in enumerate(system.hints):
-        hints[uf.find(hint.var.id)].append((-hint.priority, hint.var.id, order, hint.layout))
+    def _check_member(self, member: Variable, layout: Layout) -> None:
+        for restriction in self.allowed[member.id]:
+            if not isinstance(layout, tuple(restriction.kinds)):
+                raise _Conflicted(Conflict(
+                    f"a {_kind_name(layout)} layout is not allowed here",
+                    (*self._why(member), restriction)))
+        if not fits(layout, member.shape):
+            raise _Conflicted(Conflict(
+                f"the layout does not fit shape {list(member.shape)}", self._why(member)))
 
-    def chain(source: int, target: int) -> tuple[Equal, ...]:
-        return _shortest_chain(edges, source, target)
+    def _push_forward(self, d: Derived, source_layout: Layout
+                      ) -> Iterator[tuple[Variable, Layout, Derived]]:
+        target_layout = d.expression.forward(source_layout)
+        if target_layout is None:
+            raise _Conflicted(Conflict(
+                f"no layout exists for the {d.expression.describe()} of this layout",
+                (*self._why(d.source), d)))
+        yield d.target, target_layout, d
 
-    solution: dict[int, Layout] = {}
-    for root, vars_ in sorted(members.items()):
-        class_fixed = [c for v in vars_ for c in fixed[v.id]]
-        class_allowed = [c for v in vars_ for c in allowed[v.id]]
-        if class_fixed:
-            first = class_fixed[0]
-            for other in class_fixed[1:]:
-                if other.layout != first.layout:
-                    path = chain(first.var.id, other.var.id)
-                    raise Unsatisfiable(Conflict(
-                        "conflicting layouts required for one value", (first, *path, other),
-                        *_cast_point(first, path, other)))
-            _check_choice(first.layout, first, vars_, class_allowed, chain)
-            layout = first.layout
-        else:
-            layout = _choose(vars_, sorted(hints[root]), class_allowed)
-        for var in vars_:
-            solution[var.id] = layout
-    return solution
+    def _push_backward(self, d: Derived, target_layout: Layout
+                       ) -> Iterator[tuple[Variable, Layout, Derived]]:
+        source_root = self._find(d.source.id)
+        if source_root in self.layout:
+            if d.expression.forward(self.layout[source_root]) != target_layout:
+                raise _Conflicted(Conflict(
+                    f"the {d.expression.describe()} cannot have the required layout",
+                    (*self._why(d.source), d, *reversed(self._why(d.target)))))
+            return
+        if not d.expression.invertible:
+            return
+        source_layout = d.expression.backward(target_layout)
+        if source_layout is None:
+            raise _Conflicted(Conflict(
+                f"no source layout makes the {d.expression.describe()} have this layout",
+                (*self._why(d.target), d)))
+        yield d.source, source_layout, d
 
+    def _check_relayout(self, r: RelayoutAllowed) -> None:
+        source, target = self._find(r.source.id), self._find(r.target.id)
+        if source in self.layout and target in self.layout and not relayout_supported(
+                self.layout[source], self.layout[target]):
+            raise _Conflicted(Conflict(
+                "this relayout is not supported (only splat broadcasts and no-op casts are)",
+                (*self._why(r.source), r, *reversed(self._why(r.target)))))
 
-def _check_choice(layout: Layout, source: IsLayout, vars_: list[Variable],
-                  class_allowed: list[AllowedKinds], chain) -> None:
-    for restriction in class_allowed:
-        if not isinstance(layout, tuple(restriction.kinds)):
-            path = chain(source.var.id, restriction.var.id)
-            raise Unsatisfiable(Conflict(
-                f"a {_kind_name(type(layout))} layout is not allowed here",
-                (source, *path, restriction)))
-    for var in vars_:
-        if not fits(layout, var.shape):
-            path = chain(source.var.id, var.id)
-            raise Unsatisfiable(Conflict(
-                f"the layout does not fit shape {list(var.shape)}", (source, *path)))
+    # Explanations.
+    def _why(self, var: Variable) -> tuple[Constraint | Hint, ...]:
+        """The constraints that gave var's class its layout, ending at var."""
+        root = self._find(var.id)
+        if root not in self.reason:
+            return ()
+        source, why = self.reason[root]
+        path = self._path(source.id, var.id)
+        match why:
+            case IsLayout():
+                return (why, *path)
+            case Derived(source=upstream) if self._find(upstream.id) != root:
+                return (*self._why(upstream), why, *path)
+            case Derived(target=downstream):
+                return (*self._why(downstream), why, *path)
+            case _Decision(var=chosen, layout=layout, origin=origin):
+                return (Hint(chosen, layout, 0, origin), *path)
+        return path
 
+    def _clash(self, var: Variable, layout: Layout, why: IsLayout | Derived | _Decision
+               ) -> Conflict:
+        """Two reasons give var's class two layouts: both chains, meeting at var."""
+        existing = self._why(var)
+        incoming: tuple[Constraint | Hint, ...]
+        match why:
+            case IsLayout():
+                incoming = (why,)
+            case Derived(source=upstream) if self._find(upstream.id) != self._find(var.id):
+                incoming = (*self._why(upstream), why)
+            case Derived(target=downstream):
+                incoming = (*self._why(downstream), why)
+            case _Decision(var=chosen, origin=origin):
+                incoming = (Hint(chosen, layout, 0, origin),)
+        chain = (*existing, *reversed(incoming))
+        cast_variable, cast_layout = _cast_point(existing, layout)
+        return Conflict("conflicting layouts required for one value", chain, cast_variable,
+                        cast_layout)
 
-def _choose(vars_: list[Variable], ranked_hints: list, class_allowed: list[AllowedKinds]
-            ) -> Layout:
-    """The first candidate (hints, widest strided, splat) that every constraint accepts."""
-    bitwidth = max(v.bitwidth for v in vars_)
-    candidates = [layout for *_, layout in ranked_hints]
-    for shape in dict.fromkeys(v.shape for v in vars_):
-        if (strided := widest_strided_layout(shape, bitwidth)) is not None:
-            candidates.append(strided)
-    candidates.append(WGSplatLayout())
-    for layout in candidates:
-        if all(isinstance(layout, tuple(r.kinds)) for r in class_allowed) and all(
-                fits(layout, v.shape) for v in vars_):
-            return layout
-    shapes = sorted({v.shape for v in vars_})
-    raise Unsatisfiable(Conflict(
-        f"no layout fits a vector of shape {' and '.join(map(str, map(list, shapes)))} "
-        f"over the {WARPGROUP_SIZE} threads of a warpgroup",
-        tuple(class_allowed)))
-
-
-def _shortest_chain(edges: dict[int, list[tuple[int, Equal]]], source: int, target: int
-                    ) -> tuple[Equal, ...]:
-    """The fewest Equal constraints linking two variables of one class (BFS)."""
-    if source == target:
-        return ()
-    previous: dict[int, tuple[int, Equal]] = {}
-    queue = deque([source])
-    seen = {source}
-    while queue:
-        node = queue.popleft()
-        for neighbour, equation in edges[node]:
-            if neighbour not in seen:
+    def _path(self, source: int, target: int) -> tuple[Equal, ...]:
+        """The fewest Equal constraints linking two variables of one class (BFS)."""
+        if source == target:
+            return ()
+        previous: dict[int, tuple[int, Equal]] = {}
+        queue = deque([source])
+        seen = {source}
+        while queue:
+            node = queue.popleft()
+            for neighbour, equation in self.edges[node]:
+                if neighbour in seen:
+                    continue
                 seen.add(neighbour)
                 previous[neighbour] = (node, equation)
                 if neighbour == target:
@@ -191,25 +297,102 @@ def _shortest_chain(edges: dict[int, list[tuple[int, Equal]]], source: int, targ
                         path.append(equation)
                     return tuple(reversed(path))
                 queue.append(neighbour)
-    return ()
+        return ()
+
+    # Search.
+    def _undo(self, mark: int) -> None:
+        while len(self.trail) > mark:
+            root = self.trail.pop()
+            del self.layout[root]
+            del self.reason[root]
+
+    def _open_roots(self) -> list[int]:
+        """Unassigned classes in search order: best hint priority first, then lowest id."""
+        roots = [r for r in self.members if r not in self.layout]
+        return sorted(roots, key=lambda r: (self.hints[r][0][:1] if self.hints[r] else (1,), r))
+
+    def _candidates(self, root: int) -> list[Layout]:
+        vars_ = self.members[root]
+        ordered = [hint.layout for *_, hint in self.hints[root]]
+        for var in vars_:
+            for d in self.derived_from[var.id]:
+                target = self.layout.get(self._find(d.target.id))
+                if target is not None:
+                    ordered.extend(d.expression.source_candidates(target))
+            for r in self.relayouts[var.id]:
+                other = self.layout.get(self._find(r.target.id))
+                if other is not None:
+                    ordered.append(other)
+        bitwidth = max(v.bitwidth for v in vars_)
+        for shape in dict.fromkeys(v.shape for v in vars_):
+            if (strided := widest_strided_layout(shape, bitwidth)) is not None:
+                ordered.append(strided)
+        ordered.append(WGSplatLayout())
+        kinds = [r.kinds for v in vars_ for r in self.allowed[v.id]]
+        return [layout for layout in dict.fromkeys(ordered)
+                if all(isinstance(layout, tuple(k)) for k in kinds)
+                and all(fits(layout, v.shape) for v in vars_)]
+
+    def _search(self) -> None:
+        order = self._open_roots()
+        budget = SEARCH_BUDGET
+        # One frame per decided class: (index in order, remaining candidates, trail mark).
+        frames: list[tuple[int, Iterator[Layout], int]] = []
+        first_failure: Conflict | None = None
+        index = 0
+        while True:
+            while index < len(order) and order[index] in self.layout:
+                index += 1
+            if index == len(order):
+                return
+            root = order[index]
+            candidates = iter(self._candidates(root))
+            mark = len(self.trail)
+            while True:
+                layout = next(candidates, None)
+                if layout is None:
+                    if first_failure is None:
+                        first_failure = self._no_candidate(root)
+                    if not frames:
+                        raise Unsatisfiable(first_failure)
+                    index, candidates, mark = frames.pop()
+                    self._undo(mark)
+                    continue
+                budget -= 1
+                if budget < 0:
+                    raise Unsatisfiable(Conflict(
+                        f"the layout search gave up after {SEARCH_BUDGET} tries; a "
+                        "smalti.layout_cast on a few values will settle it", ()))
+                var = self.members[root][0]
+                origin = Origin("search", None, "chosen by the layout search")
+                try:
+                    self._assign(var, layout, _Decision(var, layout, origin))
+                except _Conflicted as failure:
+                    self._undo(mark)
+                    if first_failure is None:
+                        first_failure = failure.conflict
+                    continue
+                frames.append((index, candidates, mark))
+                break
+
+    def _no_candidate(self, root: int) -> Conflict:
+        vars_ = self.members[root]
+        shapes = sorted({v.shape for v in vars_})
+        restrictions = tuple(r for v in vars_ for r in self.allowed[v.id])
+        return Conflict(
+            f"no layout fits a vector of shape {' and '.join(map(str, map(list, shapes)))} "
+            f"over the {WARPGROUP_SIZE} threads of a warpgroup", restrictions)
 
 
-def _cast_point(start: IsLayout, path: tuple[Equal, ...], end: Constraint
+def _cast_point(existing: tuple[Constraint | Hint, ...], layout: Layout
                 ) -> tuple[Variable | None, Layout | None]:
-    """Where a layout_cast breaks the chain: the operand of the op of its last equation.
-
-    Rules write Equal(a=operand, b=result), so casting `a` before that op splits the class.
-    The cast goes to the layout of whichever side the operand is not on.
-    """
-    if not path:
-        return None, None
-    last = path[-1]
-    end_var = getattr(end, "var", None)
-    end_layout = getattr(end, "layout", None)
-    if end_var is not None and last.a.id == end_var.id:
-        return last.a, start.layout
-    return last.a, end_layout
+    """Where a layout_cast splits the chain: the operand of the last equality that carried
+    the existing layout, cast to the incoming one. Rules write Equal(a=operand, b=result)."""
+    for constraint in reversed(existing):
+        if isinstance(constraint, Equal):
+            return constraint.a, layout
+    return None, None
 
 
-def _kind_name(kind: type) -> str:
-    return {WGSplatLayout: "splat", WGStridedLayout: "strided"}.get(kind, "tiled")
+def _kind_name(layout: Layout) -> str:
+    return {WGSplatLayout: "splat", WGStridedLayout: "strided"}.get(type(layout), "tiled")

@@ -18,6 +18,16 @@ def as_dim3(value: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
+def lane_mask(relation: str, lane: np.ndarray) -> np.ndarray:
+    """%lanemask_REL: bit j set for the lanes j that stand in `relation` to each thread's lane."""
+    below = (np.uint64(1) << lane) - np.uint64(1)  # lanes < lane
+    own = np.uint64(1) << lane
+    full = np.uint64(0xFFFFFFFF)
+    masks = {"eq": own, "lt": below, "le": below | own, "gt": full & ~(below | own),
+             "ge": full & ~below}
+    return masks[relation].astype(np.uint32)
+
+
 @dataclass(frozen=True)
 class Geometry:
     """A launch of `grid` blocks of `block` threads; thread t is in block t // block_threads."""
@@ -74,6 +84,9 @@ class Geometry:
                 return (self._local // WARP_SIZE).astype(u32)
             case "%nwarpid":
                 return np.array(-(-self.block_threads // WARP_SIZE), u32)
+            case "%lanemask_eq" | "%lanemask_le" | "%lanemask_lt" | "%lanemask_ge" | \
+                    "%lanemask_gt":
+                return lane_mask(name[-2:], (self._local % WARP_SIZE).astype(np.uint64))
         return None
 
     def describe(self, thread: int) -> str:

@@ -23,6 +23,10 @@ class Machine:
     shared: SharedMemory
     params: ParamSpace
     _specials: dict[str, np.ndarray] = field(default_factory=dict)
+    # Per-thread CC.CF of add.cc/addc carry chains (ops/carry.py); created on first use.
+    carry: np.ndarray | None = None
+    # Which threads have not exited; the scheduler shares its array (warp ops read it).
+    live: np.ndarray | None = None
 
     def special(self, name: str, lanes: Lanes) -> np.ndarray:
         """Special register `name` (uint32) for the active lanes (0-d when uniform)."""

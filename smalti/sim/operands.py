@@ -26,7 +26,8 @@ from smalti.sim.memory import SharedLayout
 Reader = Callable[[Machine, Lanes], np.ndarray]
 Writer = Callable[[Machine, Lanes, np.ndarray], None]
 
-SPECIAL_PREFIXES = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid")
+SPECIAL_PREFIXES = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid",
+                    "%lanemask")
 
 
 @dataclass(frozen=True)

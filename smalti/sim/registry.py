@@ -34,7 +34,15 @@ class Exit:
 
 @dataclass(frozen=True)
 class Barrier:
-    """`bar.sync`: wait until every live thread of the block has arrived."""
+    """`bar.sync`/`bar.arrive`: arrive at CTA barrier `ident` (0-15) and, if `wait`, wait.
+
+    `count` is the number of threads the barrier expects (None: every live thread of the
+    block). `ident` and `count` are ints or readers of per-lane values (register operands).
+    """
+
+    ident: int | Callable[[Machine, Lanes], object] = 0
+    count: int | Callable[[Machine, Lanes], object] | None = None
+    wait: bool = True
 
 
 Step = Compute | Branch | Exit | Barrier

@@ -1,0 +1,151 @@
+"""Layout expressions: how one value's layout follows from another's through an op.
+
+Each expression maps a source layout forward to the target's, and, where the map is
+invertible, a target layout back to the source's. `None` means no layout exists.
+The layout algebra itself lives in smalti.tiling; these only name and orient it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from smalti.tiling import Layout
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """Reduce `axes` of a source of `shape` (vector.multi_reduction)."""
+
+    shape: Shape
+    axes: tuple[int, ...]
+    invertible = False
+
+    def forward(self, layout: Layout) -> Layout | None:
+        from smalti.tiling import reduce_layout
+
+        return reduce_layout(layout, self.shape, self.axes)
+
+    def backward(self, layout: Layout) -> Layout | None:
+        del layout
+        return None  # many sources reduce to one layout: left to the search
+
+    def source_candidates(self, target: Layout) -> list[Layout]:
+        """Source layouts worth trying once the result's layout is known."""
+        from smalti.tiling import broadcast_layout
+
+        candidate = broadcast_layout(target, _reduced(self.shape, self.axes), self.shape,
+                                     self.axes)
+        return [candidate] if candidate is not None and self.forward(candidate) == target else []
+
+    def describe(self) -> str:
+        return f"reduction of dims {list(self.axes)} of {list(self.shape)}"
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """Broadcast a source of `shape` to `new_shape`, adding or stretching `axes`."""
+
+    shape: Shape
+    new_shape: Shape
+    axes: tuple[int, ...]
+
+    invertible = True
+
+    def forward(self, layout: Layout) -> Layout | None:
+        from smalti.tiling import broadcast_layout
+
+        return broadcast_layout(layout, self.shape, self.new_shape, self.axes)
+
+    def backward(self, layout: Layout) -> Layout | None:
+        from smalti.tiling import reduce_layout
+
+        source = reduce_layout(layout, self.new_shape, self.axes)
+        return source if source is not None and self.forward(source) == layout else None
+
+    def source_candidates(self, target: Layout) -> list[Layout]:
+        source = self.backward(target)
+        return [source] if source is not None else []
+
+    def describe(self) -> str:
+        return f"broadcast of {list(self.shape)} to {list(self.new_shape)}"
+
+
+@dataclass(frozen=True)
+class Transpose:
+    """Permute the dims of a source of `shape`."""
+
+    shape: Shape
+    permutation: tuple[int, ...]
+
+    invertible = True
+
+    def forward(self, layout: Layout) -> Layout | None:
+        from smalti.tiling import transpose_layout
+
+        return transpose_layout(layout, self.shape, self.permutation)
+
+    def backward(self, layout: Layout) -> Layout | None:
+        from smalti.tiling import transpose_layout
+
+        inverse = tuple(self.permutation.index(i) for i in range(len(self.permutation)))
+        new_shape = tuple(self.shape[p] for p in self.permutation)
+        return transpose_layout(layout, new_shape, inverse)
+
+    def source_candidates(self, target: Layout) -> list[Layout]:
+        source = self.backward(target)
+        return [source] if source is not None else []
+
+    def describe(self) -> str:
+        return f"transpose {list(self.permutation)} of {list(self.shape)}"
+
+
+@dataclass(frozen=True)
+class Reshape:
+    """The same elements, row-major, in `new_shape` (vector.shape_cast)."""
+
+    shape: Shape
+    new_shape: Shape
+
+    invertible = True
+
+    def forward(self, layout: Layout) -> Layout | None:
+        return reshape_layout(layout, self.shape, self.new_shape)
+
+    def backward(self, layout: Layout) -> Layout | None:
+        return reshape_layout(layout, self.new_shape, self.shape)
+
+    def source_candidates(self, target: Layout) -> list[Layout]:
+        source = self.backward(target)
+        return [source] if source is not None else []
+
+    def describe(self) -> str:
+        return f"reshape of {list(self.shape)} to {list(self.new_shape)}"
+
+
+Expression = Reduce | Broadcast | Transpose | Reshape
+
+
+def reshape_layout(layout: Layout, shape: Shape, new_shape: Shape) -> Layout | None:
+    """Splat and strided layouts depend only on the row-major order, so they survive a
+    reshape that keeps them fitting; tiled layouts only survive the identity."""
+    from smalti.tiling import TiledLayout, WGSplatLayout, WGStridedLayout, check_layout_fits
+    from smalti.tiling.layouts import LayoutError
+
+    match layout:
+        case WGSplatLayout():
+            return layout
+        case WGStridedLayout():
+            try:
+                check_layout_fits(layout, new_shape)
+            except LayoutError:
+                return None
+            return layout
+        case TiledLayout():
+            return layout if tuple(shape) == tuple(new_shape) else None
+    return None
+
+
+def _reduced(shape: Shape, axes: tuple[int, ...]) -> Shape:
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
