@@ -5,6 +5,10 @@
     #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2],
                   vector = -1>            (a replicated warp or lane factor is written r4)
 
+and between SMEM transforms (smalti.tiling.smem) and theirs:
+
+    #smalti.tile<[64, 64]>   #smalti.swizzle<128>   #smalti.transpose<[1, 0]>
+
 The attributes are opaque to MLIR (the smalti dialect is unregistered), so parsing and
 printing of their bodies happens here.
 """
@@ -24,6 +28,7 @@ from smalti.tiling import (
     WGSplatLayout,
     WGStridedLayout,
 )
+from smalti.tiling.smem import SwizzleTransform, TileTransform, Transform, TransposeTransform
 
 NAMESPACE = "smalti"
 
@@ -123,3 +128,65 @@ def _dims(text: str) -> tuple[int | Replicated, ...]:
 def _dims_text(dims: tuple[int | Replicated, ...]) -> str:
     return "[" + ", ".join(f"r{d.times}" if isinstance(d, Replicated) else str(d)
                            for d in dims) + "]"
+
+
+def transform_to_text(transform: Transform) -> str:
+    """The attribute body of an SMEM transform, e.g. 'swizzle<128>'."""
+    match transform:
+        case TileTransform(tiling=tiling):
+            return f"tile<[{', '.join(map(str, tiling))}]>"
+        case SwizzleTransform(swizzle_bytes=span):
+            return f"swizzle<{span}>"
+        case TransposeTransform(permutation=perm):
+            return f"transpose<[{', '.join(map(str, perm))}]>"
+    raise TypeError(f"not an SMEM transform: {transform!r}")
+
+
+_TRANSFORM = re.compile(r"(?P<kind>tile|swizzle|transpose)<\s*(?P<body>.*?)\s*>")
+
+
+def text_to_transform(text: str) -> Transform:
+    """Decode an SMEM transform body; LayoutAttrError says what is wrong with it."""
+    text = text.strip()
+    match = _TRANSFORM.fullmatch(text)
+    if match is None:
+        raise LayoutAttrError(
+            f"unknown SMEM transform #smalti.{text}; expected #smalti.tile<[...]>, "
+            "#smalti.swizzle<N> or #smalti.transpose<[...]>")
+    kind, body = match.group("kind"), match.group("body")
+    try:
+        if kind == "swizzle":
+            if not re.fullmatch(r"\d+", body):
+                raise LayoutAttrError(f"expected a swizzle span in bytes, got {body!r}")
+            return SwizzleTransform(int(body))
+        if not (body.startswith("[") and body.endswith("]")):
+            raise LayoutAttrError(f"expected a list of integers, got {body!r}")
+        values = _int_list(body[1:-1])
+        return TileTransform(values) if kind == "tile" else TransposeTransform(values)
+    except LayoutError as error:
+        raise LayoutAttrError(f"invalid SMEM transform #smalti.{text}: {error}") from None
+
+
+def transform_to_attr(transform: Transform, context: ir.Context | None = None) -> ir.Attribute:
+    context = context or ir.Context.current
+    return ir.OpaqueAttr.get(NAMESPACE, transform_to_text(transform).encode(),
+                             ir.NoneType.get(context), context=context)
+
+
+def transforms_to_attr(transforms: list[Transform], context: ir.Context | None = None
+                       ) -> ir.ArrayAttr:
+    context = context or ir.Context.current
+    return ir.ArrayAttr.get([transform_to_attr(t, context) for t in transforms], context)
+
+
+def attr_to_transform(attr: ir.Attribute) -> Transform:
+    """Decode a transform attribute; LayoutAttrError says what is wrong with it."""
+    if not isinstance(attr, ir.OpaqueAttr) or attr.dialect_namespace != NAMESPACE:
+        raise LayoutAttrError(f"expected a #smalti SMEM transform attribute, got {attr}")
+    return text_to_transform(bytes(attr.data).decode())
+
+
+def attr_to_transforms(attr: ir.Attribute) -> list[Transform]:
+    if not isinstance(attr, ir.ArrayAttr):
+        raise LayoutAttrError(f"expected an array of SMEM transforms, got {attr}")
+    return [attr_to_transform(a) for a in attr]

@@ -45,18 +45,30 @@ class Reduce:
 
 @dataclass(frozen=True)
 class Broadcast:
-    """Broadcast a source of `shape` to `new_shape`, adding or stretching `axes`."""
+    """Broadcast a source of `shape` to `new_shape`: `axes` are the dims it adds (leading,
+    as in vector.broadcast); `stretched` are its size-1 dims that grow."""
 
     shape: Shape
     new_shape: Shape
     axes: tuple[int, ...]
+    stretched: tuple[int, ...] = ()
 
-    invertible = True
+    @property
+    def invertible(self) -> bool:
+        return not self.stretched
 
     def forward(self, layout: Layout) -> Layout | None:
         from smalti.tiling import broadcast_layout
 
+        if self.stretched:
+            return self._stretched_forward(layout)
         return broadcast_layout(layout, self.shape, self.new_shape, self.axes)
+
+    def _stretched_forward(self, layout: Layout) -> Layout | None:
+        """Only a splat survives stretching a size-1 dim (the elements are all copies)."""
+        from smalti.tiling import WGSplatLayout
+
+        return layout if isinstance(layout, WGSplatLayout) else None
 
     def backward(self, layout: Layout) -> Layout | None:
         from smalti.tiling import reduce_layout
@@ -65,7 +77,7 @@ class Broadcast:
         return source if source is not None and self.forward(source) == layout else None
 
     def source_candidates(self, target: Layout) -> list[Layout]:
-        source = self.backward(target)
+        source = self.backward(target) if self.invertible else None
         return [source] if source is not None else []
 
     def describe(self) -> str:

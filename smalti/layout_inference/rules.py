@@ -183,9 +183,9 @@ def _broadcast(ctx: RuleContext, op: ir.Operation) -> None:
     shape = tuple(ir.VectorType(source.type).shape)
     new_shape = tuple(ir.VectorType(result.type).shape)
     added = len(new_shape) - len(shape)
-    axes = tuple(range(added)) + tuple(added + i for i, size in enumerate(shape)
-                                       if size == 1 and new_shape[added + i] != 1)
-    ctx.derive(result, source, Broadcast(shape, new_shape, axes),
+    stretched = tuple(added + i for i, size in enumerate(shape)
+                      if size == 1 and new_shape[added + i] != 1)
+    ctx.derive(result, source, Broadcast(shape, new_shape, tuple(range(added)), stretched),
                "vector.broadcast replicates its operand's layout along the new dims")
 
 

@@ -311,18 +311,35 @@ class _Solver:
         roots = [r for r in self.members if r not in self.layout]
         return sorted(roots, key=lambda r: (self.hints[r][0][:1] if self.hints[r] else (1,), r))
 
-    def _candidates(self, root: int) -> list[Layout]:
-        vars_ = self.members[root]
-        ordered = [hint.layout for *_, hint in self.hints[root]]
-        for var in vars_:
+    def _neighbours(self, root: int) -> Iterator[int]:
+        """Classes linked to `root` by expressions or relayouts (whose candidates it shapes)."""
+        for var in self.members[root]:
+            for d in self.derived_from[var.id]:
+                yield self._find(d.target.id)
+            for d in self.derived_into[var.id]:
+                yield self._find(d.source.id)
+            for r in self.relayouts[var.id]:
+                yield self._find(r.source.id)
+                yield self._find(r.target.id)
+
+    def _suggestions(self, root: int) -> list[Layout]:
+        """Layouts that assigned neighbours suggest for `root`."""
+        suggested: list[Layout] = []
+        for var in self.members[root]:
             for d in self.derived_from[var.id]:
                 target = self.layout.get(self._find(d.target.id))
                 if target is not None:
-                    ordered.extend(d.expression.source_candidates(target))
+                    suggested.extend(d.expression.source_candidates(target))
             for r in self.relayouts[var.id]:
                 other = self.layout.get(self._find(r.target.id))
                 if other is not None:
-                    ordered.append(other)
+                    suggested.append(other)
+        return suggested
+
+    def _candidates(self, root: int) -> list[Layout]:
+        vars_ = self.members[root]
+        ordered = [hint.layout for *_, hint in self.hints[root]]
+        ordered[len(ordered):] = self._suggestions(root)
         bitwidth = max(v.bitwidth for v in vars_)
         for shape in dict.fromkeys(v.shape for v in vars_):
             if (strided := widest_strided_layout(shape, bitwidth)) is not None:
@@ -333,19 +350,29 @@ class _Solver:
                 if all(isinstance(layout, tuple(k)) for k in kinds)
                 and all(fits(layout, v.shape) for v in vars_)]
 
+    def _next_open(self, order: list[int]) -> int | None:
+        """The next class to decide: one an assigned neighbour makes suggestions for (so
+        known layouts spread before guesses), else the first open class in `order`."""
+        for root in sorted({n for r in self.trail[self._scanned:] for n in self._neighbours(r)}):
+            if root not in self.layout and self._suggestions(root):
+                self._pending.append(root)
+        self._scanned = len(self.trail)
+        while self._pending:
+            root = self._pending.pop()
+            if root not in self.layout:
+                return root
+        while self._cursor < len(order) and order[self._cursor] in self.layout:
+            self._cursor += 1
+        return order[self._cursor] if self._cursor < len(order) else None
+
     def _search(self) -> None:
         order = self._open_roots()
+        self._cursor, self._scanned, self._pending = 0, 0, []
         budget = SEARCH_BUDGET
-        # One frame per decided class: (index in order, remaining candidates, trail mark).
+        # One frame per decided class: (its remaining candidates, the trail mark before it).
         frames: list[tuple[int, Iterator[Layout], int]] = []
         first_failure: Conflict | None = None
-        index = 0
-        while True:
-            while index < len(order) and order[index] in self.layout:
-                index += 1
-            if index == len(order):
-                return
-            root = order[index]
+        while (root := self._next_open(order)) is not None:
             candidates = iter(self._candidates(root))
             mark = len(self.trail)
             while True:
@@ -355,8 +382,9 @@ class _Solver:
                         first_failure = self._no_candidate(root)
                     if not frames:
                         raise Unsatisfiable(first_failure)
-                    index, candidates, mark = frames.pop()
+                    root, candidates, mark = frames.pop()
                     self._undo(mark)
+                    self._cursor, self._scanned, self._pending = 0, len(self.trail), []
                     continue
                 budget -= 1
                 if budget < 0:
@@ -372,7 +400,7 @@ class _Solver:
                     if first_failure is None:
                         first_failure = failure.conflict
                     continue
-                frames.append((index, candidates, mark))
+                frames.append((root, candidates, mark))
                 break
 
     def _no_candidate(self, root: int) -> Conflict:

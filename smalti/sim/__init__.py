@@ -2,5 +2,6 @@
 
 from smalti.sim.errors import SimError
 from smalti.sim.launch import run_module, run_ptx
+from smalti.sim.tensormap import TensorMap
 
-__all__ = ["SimError", "run_module", "run_ptx"]
+__all__ = ["SimError", "TensorMap", "run_module", "run_ptx"]

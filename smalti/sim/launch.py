@@ -7,34 +7,45 @@ from collections.abc import Sequence
 import numpy as np
 
 from smalti.ptx.module import Module, Param
+from smalti.sim.async_engine import AsyncEngine
 from smalti.sim.dtypes import BITS, FLOAT, VIEW, constant
 from smalti.sim.errors import SimError
 from smalti.sim.geometry import Geometry, as_dim3
+from smalti.sim.hazards import SharedHazards
 from smalti.sim.machine import Machine
 from smalti.sim.memory import GlobalMemory, ParamSpace, SharedMemory
 from smalti.sim.program import Program, load_program, param_size
 from smalti.sim.registers import RegisterFile
 from smalti.sim.scheduler import execute
+from smalti.sim.tensormap import TensorMap
 
-Arg = np.ndarray | int | float | np.generic
+Arg = np.ndarray | int | float | np.generic | TensorMap
 Dim = tuple[int, int, int] | int
 MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one sm_90 block can use
 POINTER_TYPES = ("u64", "b64", "s64")
 
 
 def run_ptx(ptx_text: str, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
-            shared_bytes: int = 0) -> None:
-    """Parse PTX text and run `kernel` on the CPU; numpy arrays in `args` are updated in place."""
+            shared_bytes: int = 0, *, async_completion: str = "eager", seed: int = 0,
+            spurious_waits: bool = False) -> None:
+    """Parse PTX text and run `kernel` on the CPU; numpy arrays in `args` are updated in place.
+
+    `async_completion` says when TMA and wgmma work completes: "eager" (at issue), "latest"
+    (only when a wait forces it) or "random" (seeded by `seed`); `spurious_waits` lets
+    mbarrier waits fail spuriously, as the ISA allows. See `smalti.sim.async_engine`.
+    """
     try:
         from smalti.ptx.parser import parse_module
     except ImportError:
         raise SimError("run_ptx needs smalti.ptx.parser, which is not available; "
                        "build the module and call run_module") from None
-    run_module(parse_module(ptx_text), kernel, grid, block, args, shared_bytes)
+    run_module(parse_module(ptx_text), kernel, grid, block, args, shared_bytes,
+               async_completion=async_completion, seed=seed, spurious_waits=spurious_waits)
 
 
 def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
-               shared_bytes: int = 0) -> None:
+               shared_bytes: int = 0, *, async_completion: str = "eager", seed: int = 0,
+               spurious_waits: bool = False) -> None:
     """Run `kernel` of a PTX module on the CPU; numpy arrays in `args` are device buffers."""
     program = load_program(module, kernel)
     try:
@@ -65,8 +76,16 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
         params=ParamSpace(param_data, {p.name: o for p, o in
                                        zip(params, program.param_offsets, strict=True)}),
     )
+    try:
+        machine.async_engine = AsyncEngine(
+            SharedHazards(geometry.blocks, shared_size, geometry.block_of),
+            async_completion, seed, spurious_waits)
+    except ValueError as e:
+        raise SimError(str(e), kernel=kernel) from None
+    machine.registers.guards = machine.async_engine.registers
     with np.errstate(all="ignore"):
         execute(program, machine)
+        machine.async_engine.drain()
     for original, copy in copies:
         if original.flags.writeable:
             original[...] = copy
@@ -100,6 +119,13 @@ def _marshal(program: Program, memory: GlobalMemory, args: Sequence[Arg]) -> byt
 def _param_bytes(param: Param, arg: Arg, kernel: str, memory: GlobalMemory,
                  buffer_index: int) -> bytes:
     size, _ = param_size(param)
+    if param.array is not None and isinstance(arg, TensorMap):  # a CUtensorMap parameter
+        raw = arg.encode()
+        if len(raw) != size:
+            raise SimError(f"parameter {param.name} takes {size} bytes; a TensorMap is "
+                           f"{len(raw)} (declare it .align 64 .b8 {param.name}[128])",
+                           kernel=kernel)
+        return raw
     if param.array is not None:  # `.b8 name[N]`: the argument's raw bytes (e.g. a struct)
         raw = np.ascontiguousarray(arg).tobytes()
         if len(raw) != size:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from smalti.sim.async_engine import AsyncEngine
 from smalti.sim.errors import Fault
 from smalti.sim.geometry import Geometry
 from smalti.sim.lanes import Lanes
@@ -27,6 +28,8 @@ class Machine:
     carry: np.ndarray | None = None
     # Which threads have not exited; the scheduler shares its array (warp ops read it).
     live: np.ndarray | None = None
+    # TMA/wgmma queue, mbarriers and hazard trackers (sim/async_engine.py); set by the launch.
+    async_engine: AsyncEngine | None = None
 
     def special(self, name: str, lanes: Lanes) -> np.ndarray:
         """Special register `name` (uint32) for the active lanes (0-d when uniform)."""

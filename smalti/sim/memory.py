@@ -15,6 +15,13 @@ GLOBAL_BASE = 1 << 32  # first fake device address; 0 and small addresses stay i
 GLOBAL_ALIGN = 256
 GLOBAL_GAP = 4096  # unmapped bytes between buffers, so running off one end faults
 SHARED_WINDOW = 0x7F00_0000_0000  # generic addresses of the executing block's shared memory
+PARAM_WINDOW = 0x7E00_0000_0000  # addresses of kernel parameters (`mov.b64 %rd, param`)
+PARAM_SLOT = 1 << 16  # parameter i lives at PARAM_WINDOW + i * PARAM_SLOT
+
+
+def param_address(position: int) -> int:
+    """The (param-space and generic) address of the kernel's parameter number `position`."""
+    return PARAM_WINDOW + position * PARAM_SLOT
 
 
 def _align(value: int, alignment: int) -> int:
@@ -199,6 +206,14 @@ class ParamSpace:
     def __init__(self, data: bytes, offsets: dict[str, int]) -> None:
         self.data = np.frombuffer(data, np.uint8)
         self.offsets = offsets
+
+    def at_address(self, address: int, nbytes: int) -> np.ndarray | None:
+        """`nbytes` at a parameter address (see `param_address`); None outside the window."""
+        position, offset = divmod(address - PARAM_WINDOW, PARAM_SLOT)
+        names = list(self.offsets)
+        if not 0 <= position < len(names):
+            return None
+        return self.load(names[position], offset, 1, nbytes).reshape(-1)
 
     def load(self, name: str, offset: int, elem: int, count: int) -> np.ndarray:
         """(1, count) raw elements read at `offset` bytes into parameter `name`."""

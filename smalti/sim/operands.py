@@ -21,7 +21,7 @@ from smalti.sim.dtypes import BITS, TYPES, as_bits, bits_as, constant, resize_bi
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
-from smalti.sim.memory import SharedLayout
+from smalti.sim.memory import SharedLayout, param_address
 
 Reader = Callable[[Machine, Lanes], np.ndarray]
 Writer = Callable[[Machine, Lanes, np.ndarray], None]
@@ -121,6 +121,10 @@ def reader(op: Operand, ptx_type: str, env: DecodeEnv) -> Reader:
             return read_special
         case Symbol(name=name) if name in env.shared.offsets:
             address = constant(env.shared.offsets[name], ptx_type)
+            return lambda m, lanes: address
+        case Symbol(name=name) if name in env.params and BITS[ptx_type] == 64:
+            # `mov.b64 %rd, param`: the parameter's address (e.g. a __grid_constant__ struct)
+            address = constant(param_address(list(env.params).index(name)), ptx_type)
             return lambda m, lanes: address
     raise Unsupported(f"operand {_show(op)} cannot be read as .{ptx_type}")
 

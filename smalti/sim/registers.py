@@ -6,6 +6,7 @@ import numpy as np
 
 from smalti.sim.dtypes import storage_dtype
 from smalti.sim.errors import Fault
+from smalti.sim.hazards import RegisterGuards
 
 
 class RegisterFile:
@@ -18,9 +19,13 @@ class RegisterFile:
         self._values: dict[str, np.ndarray] = {}
         # True: written for every thread; array: which threads hold a written value.
         self._written: dict[str, bool | np.ndarray] = {}
+        # Checks accesses to registers in-flight wgmma ops own (sim/hazards.py), if set.
+        self.guards: RegisterGuards | None = None
 
     def read(self, name: str, index: np.ndarray | None) -> np.ndarray:
         """Raw bits of `name` for the threads in `index` (None: all threads)."""
+        if self.guards is not None and self.guards.owned:
+            self.guards.check(name, index, "read")
         written = self._written.get(name)
         if written is not True:
             self._check_written(name, written, index)
@@ -36,6 +41,8 @@ class RegisterFile:
 
     def write(self, name: str, bits: np.ndarray, index: np.ndarray | None) -> None:
         """Store raw bits for the threads in `index` (None: all threads; bits may broadcast)."""
+        if self.guards is not None and self.guards.owned:
+            self.guards.check(name, index, "write")
         dtype = self.dtypes[name]
         bits = np.asarray(bits)
         if bits.dtype != dtype:

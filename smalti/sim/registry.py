@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from smalti.ptx.module import Instruction
 from smalti.sim.dtypes import FLOAT, HALF, INTEGER
 from smalti.sim.errors import Unsupported
@@ -45,7 +47,16 @@ class Barrier:
     wait: bool = True
 
 
-Step = Compute | Branch | Exit | Barrier
+@dataclass(frozen=True)
+class Wait:
+    """A potentially blocking wait (mbarrier.try_wait/test_wait): `poll` returns, for the
+    active lanes, which may go on; the others sleep at the wait until the async state changes.
+    """
+
+    poll: Callable[[Machine, Lanes], np.ndarray]
+
+
+Step = Compute | Branch | Exit | Barrier | Wait
 Decoder = Callable[[Instruction, DecodeEnv], Step]
 
 _DECODERS: dict[tuple[str, str], Decoder] = {}

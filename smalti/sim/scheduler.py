@@ -5,7 +5,8 @@ exactly the threads at that PC as the active mask; diverged threads therefore re
 the first instruction they share, for structured and unstructured control flow alike. The
 running group keeps going while its PC stays below every parked thread's and absorbs parked
 threads when it reaches their PC. `bar.sync` parks arriving threads until every live thread of
-their block has arrived.
+their block has arrived; a named barrier with a thread count (`bar.sync 1, 256`, `bar.arrive`)
+completes once that many threads of the block arrived at it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from smalti.sim.errors import Fault, SimError
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.program import Decoded, Program
-from smalti.sim.registry import Barrier, Branch, Compute, Exit
+from smalti.sim.registry import Barrier, Branch, Compute, Exit, Wait
 
 NOWHERE = np.iinfo(np.int64).max
+CTA_BARRIERS = 16  # barrier ids 0..15 per CTA (PTX ISA, "bar, barrier")
 
 
 class _Threads:
@@ -34,6 +36,19 @@ class _Threads:
         self.waiting = np.zeros(n, np.bool_)
         self.resume = np.zeros(n, np.int64)
         self.any_waiting = False
+        # Named barriers: which barrier each waiter waits at; per (block, barrier) the threads
+        # arrived so far and the count the barrier expects (0: every live thread of the block).
+        self.barrier_of = np.zeros(n, np.int64)
+        self.arrivals = np.zeros((self.blocks, CTA_BARRIERS), np.int64)
+        self.expected = np.zeros((self.blocks, CTA_BARRIERS), np.int64)
+        machine.live = self.live  # updated in place; warp ops skip exited threads
+        # mbarrier waits (`Wait` steps): blocked threads sleep at their wait until the async
+        # engine's state changes; `on_sync` tells the hazard tracker a block synchronised.
+        self.sleeping = np.zeros(n, np.bool_)
+        self.sleep_pc = np.zeros(n, np.int64)
+        self.engine = machine.async_engine
+        self.seen_version = -1
+        self.on_sync = None if self.engine is None else self.engine.shared.sync
 
     def next_pc(self) -> int:
         return int(self.parked.min()) if self.parked.size else NOWHERE
@@ -52,18 +67,38 @@ class _Threads:
         if self.any_waiting:
             self.release()
 
-    def arrive(self, mask: np.ndarray, pc: int) -> None:
-        self.waiting |= mask
-        self.resume[mask] = pc + 1
-        self.any_waiting = True
+    def arrive(self, mask: np.ndarray, pc: int, ident: np.ndarray | int = 0,
+               count: np.ndarray | int | None = None, wait: bool = True) -> None:
+        """Threads of `mask` arrive at barrier `ident` (per thread or one for all); `wait`
+        parks them until it completes, `count` sets the threads it expects."""
+        blocks = self.block_of[mask]
+        np.add.at(self.arrivals, (blocks, ident), 1)
+        if count is not None:
+            self.expected[blocks, ident] = count
+        if wait:
+            self.waiting |= mask
+            self.resume[mask] = pc + 1
+            self.barrier_of[mask] = ident
+            self.any_waiting = True
         self.release()
 
+    def pending(self) -> bool:
+        """Whether some barrier has arrivals but has not completed."""
+        return bool(self.arrivals.any())
+
     def release(self) -> None:
-        """Let the waiters of every block whose live threads have all arrived go on."""
-        arrived = np.bincount(self.block_of[self.waiting], minlength=self.blocks)
+        """Complete every barrier whose expected threads (default: the block's live threads)
+        have arrived, and let its waiters go on."""
         alive = np.bincount(self.block_of[self.live], minlength=self.blocks)
-        complete = (arrived == alive) & (arrived > 0)
-        released = self.waiting & complete[self.block_of]
+        need = np.where(self.expected > 0, self.expected, alive[:, None])
+        complete = (self.arrivals >= need) & (self.arrivals > 0)
+        if not complete.any():
+            return
+        self.arrivals[complete] = 0
+        self.expected[complete] = 0
+        if self.on_sync is not None:
+            self.on_sync(complete.any(axis=1))
+        released = self.waiting & complete[self.block_of, self.barrier_of]
         if released.any():
             self.parked[released] = self.resume[released]
             self.waiting &= ~released
@@ -103,6 +138,10 @@ def execute(program: Program, machine: Machine) -> None:
     while True:
         if group is None:
             pc = threads.next_pc()
+            if pc == NOWHERE and threads.sleeping.any():
+                if _wake(threads):
+                    continue
+                raise _wait_deadlock(program, machine, threads)
             if pc == NOWHERE:
                 if threads.any_waiting:
                     raise _deadlock(program, machine, threads)
@@ -155,13 +194,34 @@ def execute(program: Program, machine: Machine) -> None:
                         pc += 1
                     else:
                         group = None
-                case Barrier():
-                    if not threads.any_waiting and active.count == threads.live_count:
-                        pc += 1  # the whole launch arrived together
+                case Wait(poll=poll):
+                    blocked = np.zeros_like(group)
+                    if active.count:
+                        blocked[active.mask] = ~poll(machine, active)
+                    if not blocked.any():
+                        pc += 1
                         continue
-                    threads.arrive(active.mask, pc)
+                    threads.sleeping |= blocked
+                    threads.sleep_pc[blocked] = pc
+                    rest = group & ~blocked
+                    if rest.any():
+                        group, lanes = rest, Lanes(rest, everyone=False)
+                        pc += 1
+                    else:
+                        group = None
+                case Barrier() as barrier:
+                    if (barrier.wait and barrier.ident == 0 and barrier.count is None
+                            and not threads.any_waiting and not threads.pending()
+                            and active.count == threads.live_count):
+                        pc += 1  # the whole launch arrived together
+                        if threads.on_sync is not None:
+                            threads.on_sync(slice(None))
+                        continue
+                    if active.count:
+                        threads.arrive(active.mask, pc, *_barrier_operands(barrier, machine,
+                                                                           active))
                     next_other = threads.next_pc()
-                    rest = group & ~active.mask
+                    rest = group & ~active.mask if barrier.wait else group
                     if rest.any():
                         group, lanes = rest, Lanes(rest, everyone=False)
                         pc += 1
@@ -169,6 +229,58 @@ def execute(program: Program, machine: Machine) -> None:
                         group = None
         except Fault as fault:
             raise _fail(program, decoded, machine, fault) from None
+
+
+def _barrier_operands(barrier: Barrier, machine: Machine, active: Lanes) -> tuple[
+        np.ndarray | int, np.ndarray | int | None, bool]:
+    """(barrier ids, thread counts, wait) of a bar instruction for the active lanes, checked.
+
+    PTX ISA, "bar, barrier": ids are 0..15; the thread count is a positive multiple of the warp
+    size (32).
+    """
+    ident = barrier.ident if isinstance(barrier.ident, int) else barrier.ident(machine, active)
+    count = barrier.count
+    if count is not None and not isinstance(count, int):
+        count = count(machine, active)
+    ids = np.asarray(ident).astype(np.int64)
+    if ((ids < 0) | (ids >= CTA_BARRIERS)).any():
+        raise Fault(f"barrier id {int(ids.reshape(-1)[0])} is outside 0..{CTA_BARRIERS - 1}",
+                    active.first())
+    if count is not None:
+        counts = np.asarray(count).astype(np.int64)
+        if ((counts <= 0) | (counts % 32 != 0)).any():
+            raise Fault(f"barrier thread count {int(counts.reshape(-1)[0])} is not a positive "
+                        "multiple of the warp size", active.first())
+        count = counts
+    return ids, count, barrier.wait
+
+
+def _wake(threads: _Threads) -> bool:
+    """Nothing can run but threads sleep at mbarrier waits: wake them if the async state
+    changed since they last polled, else let the engine complete queued work first."""
+    engine = threads.engine
+    if engine.version == threads.seen_version and not engine.advance():
+        return False
+    threads.seen_version = engine.version
+    sleepers = threads.sleeping
+    threads.parked[sleepers] = threads.sleep_pc[sleepers]
+    threads.sleeping = np.zeros_like(sleepers)
+    return True
+
+
+def _wait_deadlock(program: Program, machine: Machine, threads: _Threads) -> SimError:
+    """Every live thread is blocked and no queued work is left that could release one."""
+    ids = np.flatnonzero(threads.sleeping)
+    first = int(ids[0])
+    decoded = program.steps[int(threads.sleep_pc[first])]
+    barrier = threads.engine.waiting_on.get(first, "an mbarrier")
+    others = ""
+    if threads.waiting.any():
+        others = f"; {int(threads.waiting.sum())} more thread(s) wait at bar.sync"
+    return SimError(f"mbarrier deadlock: {ids.size} thread(s) wait on {barrier}, and nothing "
+                    f"left can complete that phase{others}", kernel=program.kernel.name,
+                    line=decoded.line, text=decoded.text,
+                    thread=machine.geometry.describe(first))
 
 
 def _deadlock(program: Program, machine: Machine, threads: _Threads) -> SimError:

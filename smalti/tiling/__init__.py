@@ -1,5 +1,22 @@
-"""The layout algebra: tilings, register layouts and (later) SMEM transforms."""
+"""The layout algebra: tilings, register layouts, canonical layouts, relayout costs and SMEM
+transforms."""
 
+from smalti.tiling.algebra import (
+    broadcast_layout,
+    reduce_layout,
+    same_elements,
+    transpose_layout,
+)
+from smalti.tiling.canonical import (
+    BROADCAST_TARGETS,
+    WGMMA_COL_LAYOUT,
+    WGMMA_LAYOUT_8BIT,
+    WGMMA_LAYOUT_16BIT,
+    WGMMA_LAYOUT_UPCAST_2X,
+    WGMMA_LAYOUT_UPCAST_4X,
+    WGMMA_ROW_LAYOUT,
+    WGMMA_TRANSPOSED_LAYOUT,
+)
 from smalti.tiling.layouts import (
     WARP_SIZE,
     WARPGROUP_SIZE,
@@ -15,9 +32,27 @@ from smalti.tiling.layouts import (
     WGStridedLayout,
     check_layout_fits,
 )
+from smalti.tiling.relayout import RelayoutCost, lowers_without_smem, relayout_cost
+from smalti.tiling.smem import (
+    SwizzleTransform,
+    TileTransform,
+    Transform,
+    TransposeTransform,
+    physical_address,
+    physical_shape,
+    tma_compatible,
+    tma_incompatibility,
+    wgmma_operand_transforms,
+)
 
 __all__ = [
-    "WARPGROUP_SIZE", "WARP_SIZE", "WGMMA_LAYOUT", "Distribution", "Layout", "LayoutError",
-    "Replicated", "ThreadTerm", "TiledLayout", "Tiling", "WGSplatLayout", "WGStridedLayout",
-    "check_layout_fits",
+    "BROADCAST_TARGETS", "WARPGROUP_SIZE", "WARP_SIZE", "WGMMA_COL_LAYOUT", "WGMMA_LAYOUT",
+    "WGMMA_LAYOUT_8BIT", "WGMMA_LAYOUT_16BIT", "WGMMA_LAYOUT_UPCAST_2X",
+    "WGMMA_LAYOUT_UPCAST_4X", "WGMMA_ROW_LAYOUT", "WGMMA_TRANSPOSED_LAYOUT", "Distribution",
+    "Layout", "LayoutError", "RelayoutCost", "Replicated", "SwizzleTransform", "ThreadTerm",
+    "TileTransform", "TiledLayout", "Tiling", "Transform", "TransposeTransform",
+    "WGSplatLayout", "WGStridedLayout", "broadcast_layout", "check_layout_fits",
+    "lowers_without_smem", "physical_address", "physical_shape", "reduce_layout",
+    "relayout_cost", "same_elements", "tma_compatible", "tma_incompatibility",
+    "transpose_layout", "wgmma_operand_transforms",
 ]

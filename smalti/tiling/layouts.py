@@ -174,6 +174,10 @@ class TiledLayout:
     def element_index(self, shape: Shape) -> np.ndarray:
         return _element_index(self.distribution(shape))
 
+    def owners(self, shape: Shape) -> np.ndarray:
+        """[*shape, copy] -> (thread, register, slot): the inverse of `element_index`."""
+        return _owners(self.element_index(shape), shape)
+
 
 @dataclass(frozen=True)
 class WGStridedLayout:
@@ -221,6 +225,10 @@ class WGStridedLayout:
         flat = (r * WARPGROUP_SIZE + t) * self.vec + s
         return np.stack(np.unravel_index(flat, shape), axis=-1)
 
+    def owners(self, shape: Shape) -> np.ndarray:
+        """[*shape, 1] -> (thread, register, slot): the inverse of `element_index`."""
+        return _owners(self.element_index(shape), shape)
+
 
 @dataclass(frozen=True)
 class WGSplatLayout:
@@ -228,6 +236,16 @@ class WGSplatLayout:
 
     def check_shape(self, shape: Shape) -> None:
         del shape
+
+    def element_index(self, shape: Shape) -> np.ndarray:
+        """Every thread's one register holds the value, written as element (0, ..., 0)."""
+        return np.zeros((WARPGROUP_SIZE, 1, 1, len(shape)), dtype=np.int64)
+
+    def owners(self, shape: Shape) -> np.ndarray:
+        """Every element equals the splat value, so every thread owns it (register 0, slot 0)."""
+        copies = np.zeros((WARPGROUP_SIZE, 3), dtype=np.int64)
+        copies[:, 0] = np.arange(WARPGROUP_SIZE)
+        return np.broadcast_to(copies, (*shape, WARPGROUP_SIZE, 3)).copy()
 
 
 Layout = TiledLayout | WGStridedLayout | WGSplatLayout
@@ -259,6 +277,24 @@ def _element_index(dist: Distribution) -> np.ndarray:
     slots = np.zeros((dist.vector_length, len(dist.shape)), dtype=np.int64)
     slots[:, dist.vector_dim] = np.arange(dist.vector_length) * dist.vector_step
     return thread_part[:, None, None, :] + origins[None, :, None, :] + slots[None, None, :, :]
+
+
+def _owners(index: np.ndarray, shape: Shape) -> np.ndarray:
+    """Invert a [thread, register, slot] -> element table: each element's holders, in order.
+
+    Tiled layouts replicate uniformly, so every element has the same number of holders;
+    anything else is not a layout and raises LayoutError.
+    """
+    size = math.prod(shape)
+    flat = np.ravel_multi_index(tuple(np.moveaxis(index, -1, 0)), shape).ravel()
+    counts = np.bincount(flat, minlength=size)
+    copies = int(counts[0]) if size else 0
+    if size and (copies == 0 or np.any(counts != copies)):
+        raise LayoutError(f"layout does not hold every element of shape {list(shape)} "
+                          "equally often")
+    order = np.argsort(flat, kind="stable")
+    holders = np.stack(np.unravel_index(order, index.shape[:-1]), axis=-1)
+    return holders.reshape(*shape, copies, 3)
 
 
 WGMMA_LAYOUT = TiledLayout(

@@ -1,13 +1,22 @@
 """Instruction semantics; importing this package registers every decoder."""
 
 from smalti.sim.ops import (  # noqa: F401
+    atomic,
+    bits,
+    carry,
     compare,
     control,
     convert,
     data,
+    fence,
     floating,
     half,
     integer,
     logic,
+    matrix,
+    mbarrier,
     memory,
+    tma,
+    warp,
+    wgmma,
 )

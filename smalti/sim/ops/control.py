@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from smalti.ptx.module import Immediate, Instruction
+from smalti.ptx.module import Immediate, Instruction, Operand
 from smalti.sim.errors import Unsupported
-from smalti.sim.operands import DecodeEnv, Modifiers, label_target
+from smalti.sim.operands import DecodeEnv, Modifiers, Reader, label_target, reader
 from smalti.sim.registry import Barrier, Branch, Exit, Step, semantics
 
 
@@ -32,19 +32,37 @@ def decode_exit(inst: Instruction, env: DecodeEnv) -> Step:
 @semantics("bar")
 @semantics("barrier")
 def decode_bar(inst: Instruction, env: DecodeEnv) -> Step:
-    """bar.sync / barrier.sync a: a CTA-wide barrier over all live threads of the block.
+    """bar{.cta}.sync / .arrive a{, b}, barrier{.cta}.sync / .arrive{.aligned}, bar.warp.sync.
 
     PTX ISA, "Parallel Synchronization and Communication Instructions: bar, barrier": without
-    the thread-count operand every thread of the CTA participates.
+    the thread-count operand b every thread of the CTA participates; `arrive` does not wait and
+    needs b. Ids and counts may be immediates or registers.
     """
     mods = Modifiers(inst)
-    if not mods.flag("sync"):
-        raise Unsupported("only bar.sync / barrier.sync are supported")
+    if mods.flag("warp"):
+        from smalti.sim.ops.warp import decode_bar_warp
+
+        if not mods.flag("sync"):
+            raise Unsupported("bar.warp needs .sync")
+        mods.done()
+        return decode_bar_warp(inst, env)
+    mods.flag("cta")
+    mode = mods.one_of(("sync", "arrive"))
     mods.flag("aligned")
     mods.done()
-    match inst.operands:
-        case (Immediate(value=int()),):
-            return Barrier()
-        case (Immediate(), _):
-            raise Unsupported("barriers with a thread count are not supported yet")
-    raise Unsupported("the barrier id must be an immediate")
+    if mode is None:
+        raise Unsupported("only bar.sync / bar.arrive / bar.warp.sync are supported")
+    ident, *count = inst.operands
+    if len(count) > 1 or (mode == "arrive" and not count):
+        raise Unsupported(f"bar.{mode} takes a barrier id{' and' if mode == 'arrive' else ','} "
+                          "a thread count")
+    return Barrier(_barrier_operand(ident, env), _barrier_operand(count[0], env) if count
+                   else None, wait=mode == "sync")
+
+
+def _barrier_operand(op: Operand, env: DecodeEnv) -> int | Reader:
+    """An immediate stays an int; a register becomes a reader of its per-lane values."""
+    match op:
+        case Immediate(value=int() as value):
+            return value
+    return reader(op, "u32", env)

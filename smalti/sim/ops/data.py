@@ -72,12 +72,12 @@ def decode_cvta(inst: Instruction, env: DecodeEnv) -> Step:
     """cvta{.to}.space.size: convert between generic and state-space addresses."""
     mods = Modifiers(inst)
     to_space = mods.flag("to")
-    space = mods.one_of(("global", "shared", "shared::cta"))
+    space = mods.one_of(("global", "shared", "shared::cta", "param"))
     [ptx_type] = mods.types()
     mods.done()
     if space is None or ptx_type not in ("u32", "u64"):
-        raise Unsupported("cvta supports .global and .shared with .u32/.u64")
-    if space == "global":  # global addresses are generic addresses in this simulator
+        raise Unsupported("cvta supports .global, .shared and .param with .u32/.u64")
+    if space in ("global", "param"):  # these addresses are generic ones in this simulator
         return elementwise(inst, env, [ptx_type], ptx_type, lambda a: a)
     udt = UINT_OF_BITS[BITS[ptx_type]]
     window = udt(SHARED_WINDOW % (1 << BITS[ptx_type]))

@@ -36,7 +36,9 @@ def decode_add_sub(inst: Instruction, env: DecodeEnv) -> Step:
     mods = Modifiers(inst)
     sat = mods.flag("sat")
     if mods.flag("cc"):
-        raise Unsupported("carry chains are not supported yet")
+        from smalti.sim.ops.carry import decode_carry  # carry imports this module
+
+        return decode_carry(inst, env)
     ptx_type = _int_type(mods)
     mods.done()
     fn = np.add if inst.base == "add" else np.subtract
@@ -99,6 +101,10 @@ def decode_mul(inst: Instruction, env: DecodeEnv) -> Step:
 @semantics("mad", "int")
 def decode_mad(inst: Instruction, env: DecodeEnv) -> Step:
     """mad.lo / .hi / .wide: the product's chosen part plus c (of the result width)."""
+    if "cc" in inst.modifiers:
+        from smalti.sim.ops.carry import decode_carry  # carry imports this module
+
+        return decode_carry(inst, env)
     mods = Modifiers(inst)
     mode = mods.one_of(("lo", "hi", "wide"), default="lo")
     ptx_type = _int_type(mods)
@@ -152,12 +158,18 @@ def decode_div_rem(inst: Instruction, env: DecodeEnv) -> Step:
 @semantics("min", "int")
 @semantics("max", "int")
 def decode_min_max(inst: Instruction, env: DecodeEnv) -> Step:
-    """min / max, signed or unsigned by type."""
+    """min / max{.relu}, signed or unsigned by type; .relu (s32) clamps negative results to 0."""
     mods = Modifiers(inst)
+    use_relu = mods.flag("relu")
     ptx_type = _int_type(mods)
     mods.done()
-    return elementwise(inst, env, [ptx_type] * 2, ptx_type,
-                       np.minimum if inst.base == "min" else np.maximum)
+    fn = np.minimum if inst.base == "min" else np.maximum
+    if use_relu:
+        if ptx_type != "s32":
+            raise Unsupported(".relu applies to .s32 only")
+        return elementwise(inst, env, [ptx_type] * 2, ptx_type,
+                           lambda a, b: np.maximum(fn(a, b), np.int32(0)))
+    return elementwise(inst, env, [ptx_type] * 2, ptx_type, fn)
 
 
 @semantics("neg", "int")

@@ -77,6 +77,22 @@ def _sub_lanes(lanes: Lanes, where: np.ndarray) -> Lanes:
     return Lanes(mask, everyone=False)
 
 
+def _watch(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: Lanes,
+           write: bool) -> None:
+    """Hazard checks of an ld/st to shared memory (races, uninitialised bytes, async owners);
+    called after the access, so its bounds are already checked."""
+    if m.async_engine is None or space not in ("shared", "generic"):
+        return
+    if space == "generic":
+        inside = (addresses >= np.uint64(SHARED_WINDOW)) & (
+            addresses < np.uint64(SHARED_WINDOW + m.shared.size))
+        if not inside.any():
+            return
+        addresses = addresses[inside] - np.uint64(SHARED_WINDOW)
+        lanes = lanes if inside.all() else _sub_lanes(lanes, inside)
+    m.async_engine.shared.access(addresses, nbytes, lanes, write)
+
+
 def _load(m: Machine, space: str, addresses: np.ndarray, elem: int, count: int,
           lanes: Lanes) -> np.ndarray:
     if space == "global":
@@ -142,6 +158,7 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
     def run(m: Machine, lanes: Lanes) -> None:
         addresses = _per_lane(address_of(m, lanes), lanes)
         raw = _load(m, space, addresses, elem, count, lanes)
+        _watch(m, space, addresses, elem * count, lanes, False)
         for j, write in enumerate(writes):
             write(m, lanes, raw[:, j].view(view))
 
@@ -168,6 +185,7 @@ def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
         values = np.stack([np.broadcast_to(as_bits(read(m, lanes), ptx_type, elem * 8), (n,))
                            for read in reads], axis=1)
         _store(m, space, addresses, values, elem, lanes)
+        _watch(m, space, addresses, elem * count, lanes, True)
 
     return Compute(run)
 

@@ -351,10 +351,32 @@ def decode_activemask(inst: Instruction, env: DecodeEnv) -> Step:
 
 
 def warp_sync_step(read_mask: Reader, what: str) -> Compute:
-    """A step that only checks that the members named by `read_mask` are converged."""
+    """A step that checks that the members named by `read_mask` are converged.
+
+    For the shared-memory race checker it also counts as a barrier of every block whose live
+    threads all take part (a one-warp block's `__syncwarp()`); ordering among the threads of
+    a warp in a bigger block is not modelled there.
+    """
 
     def run(m: Machine, lanes: Lanes) -> None:
-        require_converged(warp_view(m, lanes), read_mask(m, lanes), what)
+        view = warp_view(m, lanes)
+        members = np.broadcast_to(np.asarray(read_mask(m, lanes)).astype(np.uint64),
+                                  view.ids.shape)
+        require_converged(view, members, what)
+        engine = getattr(m, "async_engine", None)
+        if engine is None:
+            return
+        block_of = m.geometry.block_of
+        live = np.ones(m.geometry.threads, np.bool_) if m.live is None else m.live
+        own = np.uint64(1) << view.lane.astype(np.uint64)
+        joined = np.zeros(m.geometry.threads, np.bool_)
+        joined[view.ids] = (members & view.live) == (view.live & FULL)
+        joined[view.ids] &= (members & own) != 0
+        alive = np.bincount(block_of[live], minlength=m.geometry.blocks)
+        taking_part = np.bincount(block_of[joined & live], minlength=m.geometry.blocks)
+        covered = (alive == taking_part) & (alive > 0)
+        if covered.any():
+            engine.shared.sync(covered)
 
     return Compute(run)
 

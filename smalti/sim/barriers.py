@@ -1,0 +1,123 @@
+"""mbarrier objects: per-block records keyed by their shared-memory address.
+
+PTX ISA, "Parallel Synchronization and Communication Instructions: mbarrier": a phase
+completes when its pending arrival count and its tx-count are both zero; the pending count is
+then reset to the expected count and the phase advances. `expect-tx` raises the tx-count,
+`complete-tx` (from a bulk copy) lowers it; the tx-count lies in [-(2^20-1), 2^20-1].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from smalti.sim.errors import Fault
+
+MAX_COUNT = (1 << 20) - 1
+MAX_TX = (1 << 20) - 1
+
+
+@dataclass
+class MBarrier:
+    """The state of one mbarrier object; `phase` counts completed phases."""
+
+    expected: int
+    pending: int
+    tx: int = 0
+    phase: int = 0
+    landed: list = field(default_factory=list)  # async ops whose complete_tx hit this phase
+    completed: list = field(default_factory=list)  # their ops once the phase completed
+
+
+Key = tuple[int, int]  # (block, shared address)
+
+
+class BarrierTable:
+    """Every initialised mbarrier of the launch; `on_phase(block)` runs when a phase completes."""
+
+    def __init__(self, on_phase: Callable[[int], None]) -> None:
+        self.table: dict[Key, MBarrier] = {}
+        self.on_phase = on_phase
+        self.version = 0  # bumped on every state change, so waiters know to poll again
+
+    def get(self, key: Key, thread: int) -> MBarrier:
+        """The barrier at `key`; a fault when it was never initialised (or was invalidated)."""
+        bar = self.table.get(key)
+        if bar is None:
+            raise Fault(f"mbarrier at shared address {key[1]:#x} used before mbarrier.init "
+                        "(or after mbarrier.inval)", thread)
+        return bar
+
+    def init(self, key: Key, count: int, thread: int) -> None:
+        """mbarrier.init: phase 0, `count` expected arrivals, tx-count 0."""
+        if key[1] % 8:
+            raise Fault(f"mbarrier at shared address {key[1]:#x} is not 8-byte aligned", thread)
+        if not 1 <= count <= MAX_COUNT:
+            raise Fault(f"mbarrier.init count {count} is outside [1, {MAX_COUNT}]", thread)
+        self.table[key] = MBarrier(count, count)
+        self.version += 1
+
+    def inval(self, key: Key, thread: int) -> None:
+        """mbarrier.inval: the object stops being an mbarrier."""
+        self.get(key, thread)
+        del self.table[key]
+        self.version += 1
+
+    def expect_tx(self, key: Key, nbytes: int, thread: int) -> None:
+        """Raise the tx-count of the current phase by `nbytes`."""
+        bar = self.get(key, thread)
+        self._tx(bar, bar.tx + nbytes, thread)
+
+    def complete_tx(self, key: Key, nbytes: int, thread: int, op: object = None) -> None:
+        """Lower the tx-count by `nbytes` (a bulk copy landed); may complete the phase."""
+        bar = self.get(key, thread)
+        self._tx(bar, bar.tx - nbytes, thread)
+        if op is not None:
+            bar.landed.append(op)
+        self._settle(key, bar)
+
+    def arrive(self, key: Key, count: int, thread: int, drop: bool = False) -> int:
+        """`count` arrivals (after any expect-tx); returns the phase they arrived on."""
+        bar = self.get(key, thread)
+        if count > bar.pending:
+            raise Fault(f"{count} arrivals on the mbarrier at shared address {key[1]:#x} whose "
+                        f"current phase awaits only {bar.pending}", thread)
+        phase = bar.phase
+        bar.pending -= count
+        if drop:
+            bar.expected -= count
+        self.version += 1
+        self._settle(key, bar)
+        return phase
+
+    def _tx(self, bar: MBarrier, tx: int, thread: int) -> None:
+        if not -MAX_TX <= tx <= MAX_TX:
+            raise Fault(f"mbarrier tx-count {tx} is outside [-{MAX_TX}, {MAX_TX}]", thread)
+        bar.tx = tx
+        self.version += 1
+
+    def _settle(self, key: Key, bar: MBarrier) -> None:
+        if bar.pending == 0 and bar.tx == 0:
+            bar.phase += 1
+            bar.pending = bar.expected
+            bar.completed.extend(bar.landed)
+            bar.landed.clear()
+            self.version += 1
+            self.on_phase(key[0])
+
+    def done(self, key: Key, parity: int | None, token: int | None, thread: int) -> bool:
+        """Whether the phase a wait names has completed (by parity, or by an arrive token)."""
+        bar = self.get(key, thread)
+        if parity is not None:
+            # PTX ISA, mbarrier.test_wait/try_wait: `.parity` waits for the completion of
+            # the phase whose parity is the operand, i.e. the current phase's parity differs.
+            return (bar.phase & 1) != (parity & 1)
+        return bar.phase > int(token)
+
+    def describe(self, key: Key) -> str:
+        """The barrier's state, for deadlock reports."""
+        bar = self.table.get(key)
+        if bar is None:
+            return f"the mbarrier at shared address {key[1]:#x} (not initialised)"
+        return (f"the mbarrier at shared address {key[1]:#x} (phase {bar.phase}, "
+                f"{bar.pending} of {bar.expected} arrivals pending, tx-count {bar.tx})")

@@ -1,0 +1,237 @@
+"""Hazard tracking for shared memory and registers owned by asynchronous operations.
+
+Shared memory keeps, per byte: whether it was ever written, the last writing and reading
+thread with the barrier epoch of the access (a race is two threads touching the same byte,
+at least one writing, within one epoch of their block), which thread wrote it through the
+generic proxy since that thread's last `fence.proxy.async`, and which asynchronous operation
+still owns it. Epochs advance when a block passes `bar.sync` or an mbarrier phase completes.
+Arrays are allocated on the first shared access, so kernels without shared memory pay nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from smalti.sim.errors import Fault
+from smalti.sim.lanes import Lanes
+
+NO_THREAD = -1
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Bytes or registers an in-flight asynchronous operation owns: `reads` says loads fault too."""
+
+    op: int
+    what: str  # e.g. "the TMA load at line 12"
+    reads: bool
+
+
+class SharedHazards:
+    """Per-byte state of every block's shared memory."""
+
+    def __init__(self, blocks: int, size: int, block_of: np.ndarray) -> None:
+        self.blocks, self.size, self.block_of = blocks, size, block_of
+        self.epoch = np.zeros(blocks, np.int64)
+        self.guards: dict[int, Guard] = {}
+        self._ready = False
+
+    def _allocate(self) -> None:
+        n = self.blocks * self.size
+        self.written = np.zeros(n, np.bool_)
+        self.writer = np.full(n, NO_THREAD, np.int64)
+        self.write_epoch = np.zeros(n, np.int64)
+        self.reader = np.full(n, NO_THREAD, np.int64)
+        self.read_epoch = np.zeros(n, np.int64)
+        self.dirty = np.zeros(n, np.int64)  # generic-proxy writer + 1, until it fences
+        self.owner = np.zeros(n, np.int64)  # id of the async op owning the byte, 0 for none
+        self.owner_reads = np.zeros(n, np.bool_)  # whether the owner forbids loads too
+        self._ready = True
+
+    def _bytes(self, offsets: np.ndarray, nbytes: int) -> np.ndarray:
+        if not self._ready:
+            self._allocate()
+        return offsets.astype(np.int64)[:, None] + np.arange(nbytes)
+
+    def sync(self, blocks: np.ndarray) -> None:
+        """Blocks (ids or a bool mask) passed a barrier: later accesses do not race earlier."""
+        self.epoch[blocks] += 1
+
+    def _current(self, threads: np.ndarray) -> np.ndarray:
+        return self.epoch[self.block_of[threads]][:, None]
+
+    def _owned(self, idx: np.ndarray, threads: np.ndarray, reading: bool) -> None:
+        owner = self.owner[idx]
+        if not owner.any():
+            return
+        hit = owner != 0
+        if reading:
+            hit &= self.owner_reads[idx]
+            if not hit.any():
+                return
+        row = int(np.argmax(hit.any(axis=1)))
+        guard = self.guards[int(owner[row][hit[row]][0])]
+        verb = "read of" if reading else "write to"
+        need = "wait for it (its mbarrier phase or wait_group)" if guard.reads else (
+            "wait for it to finish reading (wait_group)")
+        raise Fault(f"{verb} shared memory at shared address {self._address(idx, row, hit)} "
+                    f"that {guard.what} still owns: {need} first", int(threads[row]))
+
+    def _address(self, idx: np.ndarray, row: int, hit: np.ndarray) -> str:
+        flat = int(idx[row][hit[row]][0])
+        return f"{flat % self.size:#x}"
+
+    def access(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, write: bool) -> None:
+        """Check and record an ld/st of `nbytes` at per-lane shared `addresses`."""
+        threads = (np.flatnonzero(lanes.mask) if lanes.index is None else lanes.index)
+        offsets = self.block_of[threads] * self.size + addresses.astype(np.int64)
+        (self.write if write else self.read)(offsets, nbytes, threads)
+
+    def read(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray) -> None:
+        """Check and record a generic-proxy load of `nbytes` at flat offsets by `threads`."""
+        idx = self._bytes(offsets, nbytes)
+        threads = np.asarray(threads, np.int64)
+        self._owned(idx, threads, reading=True)
+        unset = ~self.written[idx]
+        if unset.any():
+            row = int(np.argmax(unset.any(axis=1)))
+            raise Fault("read of uninitialised shared memory at shared address "
+                        f"{self._address(idx, row, unset)}", int(threads[row]))
+        epoch = self._current(threads)
+        writer = self.writer[idx]
+        race = (writer != NO_THREAD) & (writer != threads[:, None]) & (
+            self.write_epoch[idx] == epoch)
+        if race.any():
+            row = int(np.argmax(race.any(axis=1)))
+            other = int(writer[row][race[row]][0])
+            raise Fault(f"shared-memory race: read of shared address "
+                        f"{self._address(idx, row, race)} written by thread {other} of the "
+                        "block with no barrier in between", int(threads[row]))
+        self.reader[idx] = threads[:, None]
+        self.read_epoch[idx] = epoch
+
+    def write(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray) -> None:
+        """Check and record a generic-proxy store of `nbytes` at flat offsets by `threads`."""
+        idx = self._bytes(offsets, nbytes)
+        threads = np.asarray(threads, np.int64)
+        self._owned(idx, threads, reading=False)
+        epoch = self._current(threads)
+        mine = threads[:, None]
+        race = ((self.writer[idx] != NO_THREAD) & (self.writer[idx] != mine)
+                & (self.write_epoch[idx] == epoch))
+        race |= ((self.reader[idx] != NO_THREAD) & (self.reader[idx] != mine)
+                 & (self.read_epoch[idx] == epoch))
+        flat = idx.reshape(-1)
+        if flat.size > 1:  # two threads of this one instruction storing to the same byte
+            order = np.argsort(flat, kind="stable")
+            same = flat[order][1:] == flat[order][:-1]
+            owners = np.repeat(threads, nbytes)[order]
+            clash = same & (owners[1:] != owners[:-1])
+            if clash.any():
+                race.reshape(-1)[order[1:][clash]] = True
+        if race.any():
+            row = int(np.argmax(race.any(axis=1)))
+            raise Fault("shared-memory race: write to shared address "
+                        f"{self._address(idx, row, race)} that another thread of the block "
+                        "accessed with no barrier in between", int(threads[row]))
+        self.written[idx] = True
+        self.writer[idx] = mine
+        self.write_epoch[idx] = epoch
+        self.dirty[idx] = mine + 1
+
+    def fence_proxy(self, threads: np.ndarray) -> None:
+        """`fence.proxy.async` by `threads`: their generic writes become visible to async ops."""
+        if not self._ready:
+            return
+        for block in np.unique(self.block_of[threads]):
+            part = self.dirty[block * self.size:(block + 1) * self.size]
+            part[np.isin(part, threads + 1)] = 0
+
+    def async_read(self, idx: np.ndarray, thread: int, what: str) -> None:
+        """Check bytes (flat indices) an async-proxy operation issued by `thread` will read."""
+        if not self._ready:
+            self._allocate()
+        self._owned(idx[None, :], np.array([thread]), reading=True)
+        unset = ~self.written[idx]
+        if unset.any():
+            raise Fault(f"{what} reads uninitialised shared memory at shared address "
+                        f"{int(idx[np.argmax(unset)]) % self.size:#x}", thread)
+        dirty = self.dirty[idx]
+        if dirty.any():
+            writer = int(dirty[np.argmax(dirty != 0)]) - 1
+            raise Fault(f"{what} reads shared memory that thread {writer} of the block wrote "
+                        "through the generic proxy with no fence.proxy.async after the write",
+                        thread)
+
+    def async_write(self, idx: np.ndarray, thread: int, what: str) -> None:
+        """Check bytes an async-proxy write (a TMA load) issued by `thread` will overwrite."""
+        if not self._ready:
+            self._allocate()
+        self._owned(idx[None, :], np.array([thread]), reading=False)
+        block = int(self.block_of[thread])
+        reader = self.reader[idx]
+        late = (reader != NO_THREAD) & (reader != thread) & (
+            self.read_epoch[idx] == self.epoch[block])
+        if late.any():
+            raise Fault(f"shared-memory race: {what} overwrites shared address "
+                        f"{int(idx[np.argmax(late)]) % self.size:#x} that thread "
+                        f"{int(reader[np.argmax(late)])} read with no barrier in between", thread)
+
+    def filled(self, idx: np.ndarray) -> None:
+        """An async-proxy write landed: the bytes are initialised and owned by no thread."""
+        self.written[idx] = True
+        self.writer[idx] = NO_THREAD
+        self.dirty[idx] = 0
+
+    def own(self, idx: np.ndarray, guard: Guard) -> None:
+        """Give bytes to an in-flight operation until `release`."""
+        if not self._ready:
+            self._allocate()
+        self.guards[guard.op] = guard
+        self.owner[idx] = guard.op
+        self.owner_reads[idx] = guard.reads
+
+    def release(self, op: int, idx: np.ndarray) -> None:
+        """The operation is done with its bytes."""
+        part = self.owner[idx]
+        mine = part == op
+        self.owner[idx] = np.where(mine, 0, part)
+        self.owner_reads[idx] = self.owner_reads[idx] & ~mine
+        self.guards.pop(op, None)
+
+
+class RegisterGuards:
+    """Registers of in-flight wgmma operations, checked on every register access."""
+
+    def __init__(self) -> None:
+        self.owned: dict[str, list[tuple[np.ndarray, Guard]]] = {}
+        self.bypass = False
+
+    def own(self, name: str, threads: np.ndarray, guard: Guard) -> None:
+        """`threads` (a bool mask over the launch) may not touch `name` until `release`."""
+        self.owned.setdefault(name, []).append((threads, guard))
+
+    def release(self, op: int) -> None:
+        """Drop every register guard of operation `op`."""
+        for name in list(self.owned):
+            kept = [(t, g) for t, g in self.owned[name] if g.op != op]
+            if kept:
+                self.owned[name] = kept
+            else:
+                del self.owned[name]
+
+    def check(self, name: str, index: np.ndarray | None, access: str) -> None:
+        """Fault if an instruction reads (access "read") or writes an owned register."""
+        if self.bypass:
+            return
+        for threads, guard in self.owned.get(name, ()):
+            if access == "read" and not guard.reads:
+                continue
+            hit = threads if index is None else threads[index]
+            if hit.any():
+                ids = np.flatnonzero(threads) if index is None else index[hit]
+                verb = "read of" if access == "read" else "write to"
+                raise Fault(f"{verb} register {name} that {guard.what} still owns: "
+                            "wgmma.wait_group first", int(ids[0]))

@@ -1,0 +1,182 @@
+"""mbarrier instructions: init, inval, arrive (expect_tx, drop), expect_tx, complete_tx, waits.
+
+PTX ISA, "Parallel Synchronization and Communication Instructions: mbarrier". Waits
+(`try_wait`, `test_wait`) are `Wait` steps: a lane whose phase has not completed sleeps at
+the wait until the barrier changes, which is one of the schedules the ISA allows for a
+polling loop (`try_wait` may time out and return false; the loop then comes back). Because a
+sleeping `test_wait` is also the simulator's answer to a spin loop, a program that polls with
+`test_wait` and does unrelated work while the phase is incomplete is not modelled. With
+`spurious_waits`, waits also return false at random, as the ISA permits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from smalti.ptx.module import Instruction, Symbol
+from smalti.sim.errors import Unsupported
+from smalti.sim.lanes import Lanes
+from smalti.sim.machine import Machine
+from smalti.sim.operands import DecodeEnv, Modifiers, reader, writer
+from smalti.sim.ops.shared_address import shared_offsets, space_of, thread_ids
+from smalti.sim.registry import Compute, Step, Wait, semantics
+
+SEMANTICS = ("release", "acquire", "relaxed")
+SCOPES = ("cta", "cluster")
+Action = Callable[[Machine, tuple[int, int], int, int], int]
+
+
+def _modifiers(inst: Instruction) -> tuple[Modifiers, str, str]:
+    """(modifiers left, the operation, the state space) of an mbarrier opcode."""
+    mods = Modifiers(inst)
+    operation = mods.items.pop(0) if mods.items else ""
+    mods.one_of(SEMANTICS)
+    mods.one_of(SCOPES)
+    space = space_of(mods)
+    if mods.one_of(("b64",)) is None:
+        raise Unsupported("mbarrier instructions operate on .b64 objects")
+    return mods, operation, space
+
+
+def _grouped(m: Machine, lanes: Lanes, offsets: np.ndarray):
+    """(key, positions) per distinct (block, address) among the active lanes."""
+    ids = thread_ids(lanes)
+    blocks = m.geometry.block_of[ids]
+    keys = blocks * (m.shared.size + 1) + offsets
+    unique, inverse = np.unique(keys, return_inverse=True)
+    for k in range(unique.size):
+        positions = np.flatnonzero(inverse == k)
+        first = positions[0]
+        yield (int(blocks[first]), int(offsets[first])), positions, ids
+
+
+@semantics("mbarrier")
+def decode_mbarrier(inst: Instruction, env: DecodeEnv) -> Step:
+    """Dispatch on the mbarrier operation."""
+    mods, operation, space = _modifiers(inst)
+    if operation in ("try_wait", "test_wait"):
+        parity = mods.flag("parity")
+        mods.done()
+        return _wait(inst, env, space, parity)
+    drop = operation == "arrive_drop"
+    if operation in ("arrive", "arrive_drop"):
+        expect_tx = mods.flag("expect_tx")
+        no_complete = mods.flag("noComplete")
+        mods.done()
+        if no_complete:
+            raise Unsupported("mbarrier.arrive.noComplete is not supported")
+        return _arrive(inst, env, space, expect_tx, drop)
+    mods.done()
+    match operation, inst.operands:
+        case "init", (address, count):
+            return _update(address, space, env, reader(count, "u32", env),
+                           lambda m, key, n, t: m.async_engine.barriers.init(key, n, t))
+        case "inval", (address,):
+            return _update(address, space, env, None,
+                           lambda m, key, n, t: m.async_engine.barriers.inval(key, t))
+        case "expect_tx", (address, count):
+            return _update(address, space, env, reader(count, "u32", env),
+                           lambda m, key, n, t: m.async_engine.barriers.expect_tx(key, n, t))
+        case "complete_tx", (address, count):
+            return _update(address, space, env, reader(count, "u32", env),
+                           lambda m, key, n, t: m.async_engine.barriers.complete_tx(key, n, t))
+    raise Unsupported(f"unsupported mbarrier operation .{operation}")
+
+
+def _update(address, space: str, env: DecodeEnv, count, action) -> Step:
+    """A per-lane barrier update with an optional count operand (same order as lanes)."""
+    offsets_of = shared_offsets(address, space, env)
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        offsets = offsets_of(m, lanes)
+        counts = np.broadcast_to(count(m, lanes), (lanes.count,)) if count else None
+        ids = thread_ids(lanes)
+        for i in range(lanes.count):  # per lane, in lane order: a handful of lanes in practice
+            key = (int(m.geometry.block_of[ids[i]]), int(offsets[i]))
+            action(m, key, 0 if counts is None else int(counts[i]), int(ids[i]))
+        m.async_engine.tick()
+
+    return Compute(run)
+
+
+def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop: bool) -> Step:
+    """[state =] mbarrier.arrive{.expect_tx} [addr]{, count}: the token is the phase number."""
+    match inst.operands:
+        case (state, address):
+            extra = None
+        case (state, address, extra):
+            pass
+        case _:
+            raise Unsupported("mbarrier.arrive takes a state, an address and an optional count")
+    if expect_tx and extra is None:
+        raise Unsupported("mbarrier.arrive.expect_tx needs a tx-count operand")
+    write = None if state == Symbol("_") else writer(state, "b64", env)
+    offsets_of = shared_offsets(address, space, env)
+    read_extra = None if extra is None else reader(extra, "u32", env)
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        offsets = offsets_of(m, lanes)
+        values = (None if read_extra is None
+                  else np.broadcast_to(read_extra(m, lanes), (lanes.count,)))
+        tokens = np.zeros(lanes.count, np.uint64)
+        barriers = m.async_engine.barriers
+        for key, positions, ids in _grouped(m, lanes, offsets):
+            thread = int(ids[positions[0]])
+            if expect_tx:  # PTX ISA: expect-tx is performed before the arrive-on
+                barriers.expect_tx(key, int(values[positions].sum()), thread)
+                count = positions.size
+            else:
+                count = positions.size if values is None else int(values[positions].sum())
+            tokens[positions] = barriers.arrive(key, count, thread, drop)
+        if write is not None:
+            write(m, lanes, tokens)
+        m.async_engine.tick()
+
+    return Compute(run)
+
+
+def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool) -> Step:
+    """p = try_wait/test_wait{.parity} [addr], state|parity{, hint}: sleeps while incomplete."""
+    if len(inst.operands) not in (3, 4):
+        raise Unsupported("mbarrier waits take a predicate, an address and a state or parity")
+    dest, address, phase = inst.operands[:3]
+    write = writer(dest, "pred", env)
+    read_phase = reader(phase, "u32" if parity else "b64", env)
+    offsets_of = shared_offsets(address, space, env)
+
+    def poll(m: Machine, lanes: Lanes) -> np.ndarray:
+        engine = m.async_engine
+        engine.tick()
+        offsets = offsets_of(m, lanes)
+        phases = np.broadcast_to(read_phase(m, lanes), (lanes.count,))
+        done = np.zeros(lanes.count, np.bool_)
+        for key, positions, ids in _grouped(m, lanes, offsets):
+            for p in np.unique(phases[positions]):
+                at = positions[phases[positions] == p]
+                thread = int(ids[at[0]])
+                ok = engine.barriers.done(key, int(p) if parity else None,
+                                          None if parity else int(p), thread)
+                done[at] = ok
+                if ok:
+                    engine.observed(*key)
+                else:
+                    what = engine.barriers.describe(key)
+                    if parity:
+                        what += f" for parity {int(p) & 1}"
+                    for t in ids[at]:
+                        engine.waiting_on[int(t)] = what
+        result = done & ~engine.spurious(lanes.count)  # a spurious false goes on too
+        if done.any():
+            write(m, lanes if done.all() else _subset(lanes, done), result[done])
+        return done
+
+    return Wait(poll)
+
+
+def _subset(lanes: Lanes, keep: np.ndarray) -> Lanes:
+    ids = thread_ids(lanes)[keep]
+    mask = np.zeros_like(lanes.mask)
+    mask[ids] = True
+    return Lanes(mask, everyone=False)

@@ -1,0 +1,260 @@
+"""TMA: `cp.async.bulk.tensor` tile loads and stores, `cp.reduce.async.bulk.tensor`, groups.
+
+PTX ISA, "Data Movement: cp.async.bulk.tensor": a load copies the box at the coordinates
+(innermost first, signed) into shared memory as a dense row-major tile, each byte address
+permuted by the tensor map's swizzle, elements outside the tensor filled with zero (or NaN),
+and signals the full box size as complete-tx bytes on the mbarrier. A store writes the box
+back, skipping elements outside the tensor; a reduce combines them with what is there.
+Loads complete through the mbarrier, stores and reduces through bulk groups
+(`cp.async.bulk.commit_group` / `wait_group{.read} N`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from smalti.ptx.module import Instruction, Register, Symbol, TensorAddress, VectorOperand
+from smalti.sim.async_engine import AsyncOp
+from smalti.sim.errors import Fault, Unsupported
+from smalti.sim.lanes import Lanes
+from smalti.sim.machine import Machine
+from smalti.sim.operands import DecodeEnv, Modifiers, address_parts, expect, reader
+from smalti.sim.ops.shared_address import shared_offsets, thread_ids
+from smalti.sim.registry import Compute, Step, semantics
+from smalti.sim.swizzle import swizzle
+from smalti.sim.tensormap import TENSOR_MAP_BYTES, TensorMap, lookup
+
+DIMS = {f"{n}d": n for n in range(1, 6)}
+REDUCTIONS = ("add", "min", "max", "and", "or", "xor", "inc", "dec")
+HINTS = ("L2::cache_hint", "multicast::cluster")
+DST_ALIGN = 128  # PTX ISA: the shared memory of a tensor copy is 128-byte aligned
+
+
+@semantics("cp")
+def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
+    """cp.async.bulk.tensor / cp.reduce.async.bulk.tensor / cp.async.bulk.{commit,wait}_group."""
+    mods = Modifiers(inst)
+    reduce = mods.flag("reduce")
+    if not (mods.flag("async") and mods.flag("bulk")):
+        raise Unsupported(f"unsupported copy {inst.opcode}")
+    if mods.flag("commit_group"):
+        mods.done()
+        return Compute(_commit)
+    if mods.flag("wait_group"):
+        mods.flag("read")
+        mods.done()
+        [count] = expect(inst.operands, 1)
+        keep = reader(count, "u32", env)
+        return Compute(lambda m, lanes: _wait(m, lanes, int(keep(m, lanes))))
+    if not mods.flag("tensor"):
+        raise Unsupported("only tensor bulk copies (cp.async.bulk.tensor) are supported")
+    rank = DIMS.get(mods.one_of(tuple(DIMS)) or "")
+    if rank is None:
+        raise Unsupported("cp.async.bulk.tensor needs a .1d to .5d dimension modifier")
+    mods.flag("tile")
+    for hint in HINTS:
+        if mods.flag(hint):
+            raise Unsupported(f".{hint} is not supported")
+    spaces = [i for i in mods.items if i in ("global", "shared", "shared::cta",
+                                             "shared::cluster")]
+    for space in spaces:
+        mods.flag(space)
+    if spaces[:1] == ["global"] and spaces[1:] in (["shared::cta"], ["shared"]):  # a store
+        op = mods.one_of(REDUCTIONS) if reduce else None
+        if reduce and op is None:
+            raise Unsupported("cp.reduce.async.bulk.tensor needs a reduction operation")
+        mods.flag("tile")
+        if not mods.flag("bulk_group"):
+            raise Unsupported("tensor stores complete through .bulk_group")
+        mods.done()
+        return _store(inst, env, rank, op)
+    if reduce:
+        raise Unsupported("cp.reduce.async.bulk.tensor writes to .global")
+    if spaces not in (["shared::cluster", "global"], ["shared::cta", "global"]):
+        raise Unsupported(f"unsupported direction in {inst.opcode}")
+    mods.flag("tile")
+    if not mods.flag("mbarrier::complete_tx::bytes"):
+        raise Unsupported("tensor loads complete through .mbarrier::complete_tx::bytes")
+    mods.done()
+    return _load(inst, env, rank)
+
+
+def _tensor_operand(op, rank: int, env: DecodeEnv):
+    """A reader of the tensor map's 128 bytes' address and readers of the coordinates."""
+    if not isinstance(op, TensorAddress) or not isinstance(op.coords, VectorOperand):
+        raise Unsupported("expected a [tensorMap, {coordinates}] operand")
+    coords = op.coords.elements
+    if len(coords) != rank:
+        raise Unsupported(f"{len(coords)} coordinates for a {rank}d copy")
+    match op.base:
+        case Symbol(name=name) if name in env.params:
+            where = reader(Symbol(name), "u64", env)
+        case Register():
+            where = reader(op.base, "u64", env)
+        case _:
+            raise Unsupported("the tensor map must be a parameter or a 64-bit address")
+    return where, [reader(c, "s32", env) for c in coords]
+
+
+def _tensor_map(m: Machine, address: int, thread: int, lanes: Lanes) -> TensorMap:
+    raw = m.params.at_address(address, 16)
+    if raw is None:
+        if address % 64:
+            raise Fault(f"tensor map address {address:#x} is not 64-byte aligned", thread)
+        mask = np.zeros_like(lanes.mask)
+        mask[thread] = True
+        raw = m.global_memory.load(np.array([address], np.uint64), 1, 16,
+                                   Lanes(mask, everyone=False)).reshape(-1)
+    tm = lookup(raw)
+    if tm is None:
+        raise Fault(f"the {TENSOR_MAP_BYTES} bytes at {address:#x} are not a tensor map "
+                    "(pass a smalti.sim.TensorMap for the CUtensorMap parameter)", thread)
+    return tm
+
+
+def _per_lane(read, m: Machine, lanes: Lanes, dtype) -> np.ndarray:
+    return np.broadcast_to(np.asarray(read(m, lanes)), (lanes.count,)).astype(dtype)
+
+
+def _box_bytes(m: Machine, tm: TensorMap, block: int, start: int, thread: int,
+               what: str) -> np.ndarray:
+    """Flat shared byte indices of the tile's bytes, in logical order, swizzled."""
+    if start % DST_ALIGN:
+        raise Fault(f"{what}: shared address {start:#x} is not {DST_ALIGN}-byte aligned", thread)
+    nbytes = tm.tile_bytes
+    if start + nbytes > m.shared.size:
+        raise Fault(f"{what}: the {nbytes}-byte box at shared address {start:#x} overruns the "
+                    f"block's {m.shared.size} bytes", thread)
+    physical = swizzle(start + np.arange(nbytes, dtype=np.int64), tm.swizzle)
+    return block * m.shared.size + physical
+
+
+def _check_coords(tm: TensorMap, rank: int, thread: int, what: str) -> None:
+    if tm.rank != rank:
+        raise Fault(f"{what} is {rank}d but its tensor map has rank {tm.rank}", thread)
+
+
+def _load(inst: Instruction, env: DecodeEnv, rank: int) -> Step:
+    dst, tensor, bar = expect(inst.operands, 3)
+    where, coords = _tensor_operand(tensor, rank, env)
+    dst_of = shared_offsets(dst, "shared", env)
+    bar_of = shared_offsets(bar, "shared", env)
+    what = f"the TMA load at line {inst.line}"
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        engine = m.async_engine
+        dsts, bars = dst_of(m, lanes), bar_of(m, lanes)
+        maps = _per_lane(where, m, lanes, np.uint64)
+        cs = [_per_lane(c, m, lanes, np.int64) for c in coords]
+        for i, thread in enumerate(thread_ids(lanes)):
+            thread = int(thread)
+            tm = _tensor_map(m, int(maps[i]), thread, lanes)
+            _check_coords(tm, rank, thread, what)
+            block = int(m.geometry.block_of[thread])
+            key = (block, int(bars[i]))
+            engine.barriers.get(key, thread)
+            idx = _box_bytes(m, tm, block, int(dsts[i]), thread, what)
+            engine.shared.async_write(idx, thread, what)
+            op = AsyncOp(engine.new_id(), what, lambda: None)
+            op.run = _landing(m, op, tm, tuple(int(c[i]) for c in cs), idx, key, thread)
+            engine.own(op, idx, reads=True)
+            engine.issue(op)
+
+    return Compute(run)
+
+
+def _landing(m: Machine, op: AsyncOp, tm: TensorMap, coords: tuple[int, ...],
+             idx: np.ndarray, key: tuple[int, int], thread: int):
+    def land() -> None:
+        tile = _gather(tm, coords)
+        m.shared.data[idx] = np.ascontiguousarray(tile).view(np.uint8).reshape(-1)
+        m.async_engine.shared.filled(idx)
+        m.async_engine.barriers.complete_tx(key, tm.tile_bytes, thread, op)
+
+    return land
+
+
+def _gather(tm: TensorMap, coords: tuple[int, ...]) -> np.ndarray:
+    """The box at `coords` with out-of-bounds elements filled."""
+    index, inside = tm.indices(coords)
+    clipped = [np.clip(i, 0, n - 1) for i, n in zip(index, tm.array.shape, strict=True)]
+    tile = tm.array[np.ix_(*clipped)]
+    fill = np.array(np.nan if tm.oob_fill == "nan" else 0, dtype=tm.array.dtype)
+    return np.where(inside, tile, fill)
+
+
+def _store(inst: Instruction, env: DecodeEnv, rank: int, reduction: str | None) -> Step:
+    tensor, src = expect(inst.operands, 2)
+    address_parts(src)
+    where, coords = _tensor_operand(tensor, rank, env)
+    src_of = shared_offsets(src, "shared", env)
+    kind = "TMA store" if reduction is None else f"TMA reduce-{reduction}"
+    what = f"the {kind} at line {inst.line}"
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        engine = m.async_engine
+        srcs = src_of(m, lanes)
+        maps = _per_lane(where, m, lanes, np.uint64)
+        cs = [_per_lane(c, m, lanes, np.int64) for c in coords]
+        for i, thread in enumerate(thread_ids(lanes)):
+            thread = int(thread)
+            tm = _tensor_map(m, int(maps[i]), thread, lanes)
+            _check_coords(tm, rank, thread, what)
+            block = int(m.geometry.block_of[thread])
+            idx = _box_bytes(m, tm, block, int(srcs[i]), thread, what)
+            engine.shared.async_read(idx, thread, what)
+            point = tuple(int(c[i]) for c in cs)
+            op = AsyncOp(engine.new_id(), what, _writing(m, tm, point, idx, reduction))
+            engine.own(op, idx, reads=False)
+            engine.issue(op, group=("bulk", thread))
+
+    return Compute(run)
+
+
+def _writing(m: Machine, tm: TensorMap, coords: tuple[int, ...], idx: np.ndarray,
+             reduction: str | None):
+    def write() -> None:
+        tile = m.shared.data[idx].view(tm.array.dtype).reshape(tm.tile_shape)
+        index, inside = tm.indices(coords)
+        where = np.nonzero(inside)
+        target = tuple(i[w] for i, w in zip(index, where, strict=True))
+        values = tile[where]
+        if reduction is not None:
+            values = _reduce(reduction, tm.array[target], values)
+        tm.array[target] = values
+
+    return write
+
+
+def _reduce(op: str, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """old (op) new, rounded once to the element type (PTX ISA, cp.reduce.async.bulk.tensor)."""
+    dtype = old.dtype
+    if op == "add":
+        if dtype.kind in "iu":
+            return (old + new).astype(dtype)
+        return (old.astype(np.float64) + new.astype(np.float64)).astype(dtype)
+    if op in ("min", "max"):
+        return (np.minimum if op == "min" else np.maximum)(old, new)
+    if dtype.kind not in "iu":
+        raise Fault(f"reduce-{op} needs an integer tensor, the map holds {dtype}")
+    match op:
+        case "and":
+            return old & new
+        case "or":
+            return old | new
+        case "xor":
+            return old ^ new
+        case "inc":  # PTX ISA: (old >= new) ? 0 : old + 1
+            return np.where(old >= new, 0, old + 1).astype(dtype)
+    return np.where((old == 0) | (old > new), new, old - 1).astype(dtype)  # dec
+
+
+def _commit(m: Machine, lanes: Lanes) -> None:
+    for thread in thread_ids(lanes):
+        m.async_engine.commit(("bulk", int(thread)))
+    m.async_engine.tick()
+
+
+def _wait(m: Machine, lanes: Lanes, keep: int) -> None:
+    for thread in thread_ids(lanes):
+        m.async_engine.wait_groups(("bulk", int(thread)), keep)

@@ -1,0 +1,113 @@
+"""What converting a value between two register layouts costs, derived from element maps.
+
+Three tiers, cheapest first: every thread already holds every element it needs (register
+moves and packing only); every element a thread needs is held by a thread of its own warp
+(`shfl.sync`, 32 bits each); otherwise a round trip through shared memory.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from smalti.tiling.layouts import (
+    WARP_SIZE,
+    Layout,
+    LayoutError,
+    Shape,
+    WGSplatLayout,
+    check_layout_fits,
+)
+
+RelayoutKind = Literal["none", "registers", "shuffles", "smem"]
+REGISTER_BITS = 32
+
+
+@dataclass(frozen=True)
+class RelayoutCost:
+    """The cheapest way to relayout, and its size per thread (shuffles: per warp).
+
+    `registers_moved`: destination .b32 registers of a thread that are not already one of
+    its source registers (built by moves, packing or shuffles), the most over all threads.
+    `shuffles`: `shfl.sync` instructions a warp executes (each moves 32 bits per lane).
+    `smem_bytes`: shared memory the round trip stores the value in.
+    """
+
+    kind: RelayoutKind
+    registers_moved: int = 0
+    shuffles: int = 0
+    smem_bytes: int = 0
+
+
+def relayout_cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> RelayoutCost:
+    """The cost of converting a `shape` value of `bitwidth`-bit elements from src to dst."""
+    check_layout_fits(src, shape)
+    check_layout_fits(dst, shape)
+    if bitwidth <= 0 or (bitwidth > REGISTER_BITS and bitwidth % REGISTER_BITS):
+        raise LayoutError(f"cannot relayout {bitwidth}-bit elements")
+    registers_per_word = max(1, bitwidth // REGISTER_BITS)
+    if isinstance(dst, WGSplatLayout):
+        if isinstance(src, WGSplatLayout):
+            return RelayoutCost("none")
+        raise LayoutError(f"a value laid out as {src} cannot become a splat")
+    dst_map = _flat(dst.element_index(shape), shape)
+    dst_words = _words(dst_map, bitwidth)
+    if isinstance(src, WGSplatLayout):
+        return RelayoutCost("registers", registers_moved=dst_words.shape[1] * registers_per_word)
+    src_map = _flat(src.element_index(shape), shape)
+    moved = _words_not_held(_words(src_map, bitwidth), dst_words) * registers_per_word
+    threads = np.arange(dst_map.shape[0])[:, None, None, None]
+    holders = src.owners(shape).reshape(math.prod(shape), -1, 3)[dst_map]
+    local = (holders[..., 0] == threads).any(axis=-1)
+    if local.all():
+        return RelayoutCost("registers" if moved else "none", registers_moved=moved)
+    in_warp = holders[..., 0] // WARP_SIZE == threads // WARP_SIZE
+    if not in_warp.any(axis=-1).all():
+        return RelayoutCost("smem", smem_bytes=math.ceil(math.prod(shape) * bitwidth / 8))
+    chosen = np.take_along_axis(holders, in_warp.argmax(axis=-1)[..., None, None], axis=-2)
+    chosen = chosen[..., 0, :][~local]
+    src_length = src_map.shape[2]
+    per_word = _elements_per_word(bitwidth)
+    words_per_vector = -(-src_length // per_word)
+    source_word = chosen[:, 1] * words_per_vector + chosen[:, 2] // per_word
+    needer = np.broadcast_to(threads[..., 0], local.shape)[~local]
+    fetches = np.unique(np.stack([source_word, needer, chosen[:, 0]], axis=-1), axis=0)
+    pairs, per_pair = np.unique(fetches[:, :2], axis=0, return_counts=True)
+    shuffles = sum(int(per_pair[pairs[:, 0] == word].max()) for word in np.unique(pairs[:, 0]))
+    return RelayoutCost("shuffles", registers_moved=moved,
+                        shuffles=shuffles * registers_per_word)
+
+
+def lowers_without_smem(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> bool:
+    """True when the relayout needs no shared memory (registers and shuffles only)."""
+    return relayout_cost(src, dst, shape, bitwidth).kind != "smem"
+
+
+def _flat(index: np.ndarray, shape: Shape) -> np.ndarray:
+    return np.ravel_multi_index(tuple(np.moveaxis(index, -1, 0)), shape)
+
+
+def _elements_per_word(bitwidth: int) -> int:
+    return max(1, REGISTER_BITS // bitwidth)
+
+
+def _words(flat: np.ndarray, bitwidth: int) -> np.ndarray:
+    """[thread, word, element] of each .b32 register a layout's vectors pack into (-1 pads)."""
+    threads, registers, length = flat.shape
+    per_word = _elements_per_word(bitwidth)
+    words = -(-length // per_word)
+    padded = np.full((threads, registers, words * per_word), -1, dtype=np.int64)
+    padded[:, :, :length] = flat
+    return padded.reshape(threads, registers * words, per_word)
+
+
+def _words_not_held(src_words: np.ndarray, dst_words: np.ndarray) -> int:
+    """The most destination words any thread lacks among its own source words."""
+    worst = 0
+    for held, wanted in zip(src_words.tolist(), dst_words.tolist(), strict=True):
+        have = set(map(tuple, held))
+        worst = max(worst, sum(tuple(w) not in have for w in wanted))
+    return worst

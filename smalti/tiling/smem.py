@@ -1,0 +1,191 @@
+"""Shared-memory transforms: how a logical array is tiled, transposed and swizzled in SMEM.
+
+Transforms apply in order to the logical shape and produce the physical shape, whose
+elements are stored row-major; a swizzle (last, at most one) then permutes 16-byte chunks
+of the byte addresses. Swizzle, on a byte address a within an aligned pattern (PTX ISA,
+"Shared memory matrix layout"; NOTES.md): the 16-byte chunk bits [6:4] XOR the 128-byte row
+bits [9:7], masked to the span: 128 B `a ^ (((a >> 7) & 7) << 4)`, 64 B
+`a ^ (((a >> 7) & 3) << 4)`, 32 B `a ^ (((a >> 7) & 1) << 4)`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from smalti.tiling.layouts import LayoutError, Shape
+
+SWIZZLE_SPANS = (32, 64, 128)
+TMA_MAX_BOX = 256  # elements per box dimension (cuTensorMapEncodeTiled)
+TMA_MAX_RANK = 5
+TMA_ALIGN_BYTES = 16
+
+
+@dataclass(frozen=True)
+class TileTransform:
+    """Split the trailing len(tiling) dims into (dim / tile) x tile, tiles innermost."""
+
+    tiling: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.tiling or any(t <= 0 for t in self.tiling):
+            raise LayoutError(f"tile {list(self.tiling)} must be a non-empty list of positive "
+                              "sizes")
+
+
+@dataclass(frozen=True)
+class SwizzleTransform:
+    """XOR the 16-byte chunk index with the row index within a `swizzle_bytes` pattern."""
+
+    swizzle_bytes: int
+
+    def __post_init__(self) -> None:
+        if self.swizzle_bytes not in SWIZZLE_SPANS:
+            raise LayoutError(f"swizzle must be 32, 64 or 128 bytes, got {self.swizzle_bytes}")
+
+
+@dataclass(frozen=True)
+class TransposeTransform:
+    """Permute the dims: physical dim j is dim permutation[j] of the shape so far."""
+
+    permutation: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if sorted(self.permutation) != list(range(len(self.permutation))):
+            raise LayoutError(f"{list(self.permutation)} is not a permutation")
+
+
+Transform = TileTransform | SwizzleTransform | TransposeTransform
+
+
+def swizzle_address(address: np.ndarray, swizzle_bytes: int) -> np.ndarray:
+    """The swizzled byte address (see the module docstring); an involution."""
+    mask = swizzle_bytes // 16 - 1
+    return address ^ (((address >> 7) & mask) << 4)
+
+
+def physical_shape(transforms: Sequence[Transform], shape: Shape, element_bytes: int
+                   ) -> Shape:
+    """The physical shape of a `shape` array of `element_bytes` elements after transforms."""
+    physical, _ = _apply(transforms, tuple(shape), element_bytes, None)
+    return physical
+
+
+def physical_address(transforms: Sequence[Transform], shape: Shape, element_bytes: int
+                     ) -> np.ndarray:
+    """[*shape] -> the byte offset in SMEM of every logical element."""
+    shape = tuple(shape)
+    physical, indices = _apply(transforms, shape, element_bytes, list(np.indices(shape)))
+    assert indices is not None
+    strides = np.array([math.prod(physical[j + 1:]) for j in range(len(physical))])
+    offset = sum((i * s for i, s in zip(indices, strides, strict=True)),
+                 np.zeros(shape, dtype=np.int64)) * element_bytes
+    match transforms[-1] if transforms else None:
+        case SwizzleTransform(swizzle_bytes=span):
+            return swizzle_address(offset, span)
+    return offset
+
+
+def _apply(transforms: Sequence[Transform], shape: Shape, element_bytes: int,
+           indices: list[np.ndarray] | None) -> tuple[Shape, list[np.ndarray] | None]:
+    """Follow the transforms: the physical shape and, if given, the indices into it."""
+    if element_bytes <= 0:
+        raise LayoutError(f"element size must be positive, got {element_bytes} bytes")
+    for n, transform in enumerate(transforms):
+        match transform:
+            case TileTransform(tiling=tile):
+                k = len(tile)
+                if k > len(shape) or any(s % t for s, t in zip(shape[-k:], tile, strict=True)):
+                    raise LayoutError(f"tile {list(tile)} does not divide shape {list(shape)}")
+                head = shape[:-k]
+                shape = (*head, *(s // t for s, t in zip(shape[-k:], tile, strict=True)), *tile)
+                if indices is not None:
+                    tail = indices[len(head):]
+                    indices = [*indices[:len(head)],
+                               *(i // t for i, t in zip(tail, tile, strict=True)),
+                               *(i % t for i, t in zip(tail, tile, strict=True))]
+            case TransposeTransform(permutation=perm):
+                if len(perm) != len(shape):
+                    raise LayoutError(f"transpose {list(perm)} does not match the rank of "
+                                      f"{list(shape)}")
+                shape = tuple(shape[p] for p in perm)
+                if indices is not None:
+                    indices = [indices[p] for p in perm]
+            case SwizzleTransform(swizzle_bytes=span):
+                if n != len(transforms) - 1:
+                    raise LayoutError("a swizzle must be the last SMEM transform")
+                inner = (shape[-1] if shape else 1) * element_bytes
+                if inner != span:
+                    raise LayoutError(
+                        f"a {span}-byte swizzle needs the innermost dim to span exactly {span} "
+                        f"bytes; physical shape {list(shape)} of {element_bytes}-byte elements "
+                        f"spans {inner}")
+            case _:
+                raise TypeError(f"not an SMEM transform: {transform!r}")
+    return shape, indices
+
+
+def wgmma_operand_transforms(shape: Shape, element_bytes: int, swizzle: int,
+                             transposed: bool) -> tuple[Transform, ...]:
+    """The canonical SMEM form of a 2-D WGMMA operand: 8-row tiles spanning the swizzle.
+
+    `transposed` means the memory holds the operand's transpose (an MN-major operand), so
+    the dims are swapped before tiling. Raises LayoutError when the shape does not tile.
+    """
+    if len(shape) != 2:
+        raise LayoutError(f"a WGMMA operand is 2-D, got shape {list(shape)}")
+    if swizzle not in SWIZZLE_SPANS or swizzle % element_bytes:
+        raise LayoutError(f"no {swizzle}-byte swizzle for {element_bytes}-byte elements")
+    tile = TileTransform((8, swizzle // element_bytes))
+    transforms: tuple[Transform, ...] = (
+        (TransposeTransform((1, 0)), tile, SwizzleTransform(swizzle)) if transposed
+        else (tile, SwizzleTransform(swizzle)))
+    physical_shape(transforms, shape, element_bytes)
+    return transforms
+
+
+def tma_incompatibility(transforms: Sequence[Transform], element_bytes: int,
+                        shape: Shape | None = None) -> str | None:
+    """Why TMA cannot produce this SMEM layout in one box per tile, or None if it can.
+
+    A box is the innermost tile (or the whole `shape` when untiled): at most 5 dims of at
+    most 256 elements, its inner extent a multiple of 16 bytes and, under a swizzle, equal
+    to the swizzle span; the innermost logical dim stays innermost (TMA cannot transpose).
+    """
+    tiles = [t for t in transforms if isinstance(t, TileTransform)]
+    swizzles = [t for t in transforms if isinstance(t, SwizzleTransform)]
+    if len(tiles) > 1:
+        return "TMA writes one level of tiles"
+    if swizzles and transforms[-1] is not swizzles[-1]:
+        return "a swizzle must be the last SMEM transform"
+    for t in transforms:
+        if isinstance(t, TransposeTransform) and t.permutation[-1] != len(t.permutation) - 1:
+            return "TMA cannot move the innermost dim (its global stride must be 1)"
+    box = tiles[0].tiling if tiles else shape
+    if box is None:
+        return "the box is unknown: give the shape of an untiled ref"
+    if len(box) > TMA_MAX_RANK:
+        return f"a TMA box has at most {TMA_MAX_RANK} dims, this one has {len(box)}"
+    if any(b > TMA_MAX_BOX for b in box):
+        return f"a TMA box dim holds at most {TMA_MAX_BOX} elements, box is {list(box)}"
+    inner = box[-1] * element_bytes
+    if inner % TMA_ALIGN_BYTES:
+        return f"the box inner extent ({inner} bytes) must be a multiple of 16 bytes"
+    if swizzles and inner != swizzles[-1].swizzle_bytes:
+        return (f"the box inner extent ({inner} bytes) must equal the "
+                f"{swizzles[-1].swizzle_bytes}-byte swizzle span")
+    if shape is not None:
+        try:
+            physical_shape(transforms, shape, element_bytes)
+        except LayoutError as error:
+            return str(error)
+    return None
+
+
+def tma_compatible(transforms: Sequence[Transform], element_bytes: int,
+                   shape: Shape | None = None) -> bool:
+    """True when TMA can write (and read) SMEM laid out by `transforms`."""
+    return tma_incompatibility(transforms, element_bytes, shape) is None
