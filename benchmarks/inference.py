@@ -143,7 +143,7 @@ def main() -> None:
         ours = median(time_smalti, ops, args.repeats)
         line = f"| {size:,} | {ours:.3f} | {ours / size * 1e6:.1f} |"
         if args.no_peer:
-            print(line + " – | – |")
+            print(line + " - | - |")
             continue
         repeats = args.repeats if size <= 1000 else 1
         theirs = mosaic_in_subprocess(size, repeats, args.peer_timeout)

@@ -2,18 +2,22 @@
 
 from smalti.layout_inference.equations import (
     AllowedKinds,
+    Derived,
     Equal,
     EquationSystem,
     Hint,
     IsLayout,
     Origin,
+    RelayoutAllowed,
     Variable,
 )
+from smalti.layout_inference.expressions import Broadcast, Reduce, Reshape, Transpose
 from smalti.layout_inference.infer import infer_function, infer_layouts
 from smalti.layout_inference.rules import RULES
 from smalti.layout_inference.solver import Conflict, Unsatisfiable, solve
 
 __all__ = [
-    "RULES", "AllowedKinds", "Conflict", "Equal", "EquationSystem", "Hint", "IsLayout",
-    "Origin", "Unsatisfiable", "Variable", "infer_function", "infer_layouts", "solve",
+    "RULES", "AllowedKinds", "Broadcast", "Conflict", "Derived", "Equal", "EquationSystem",
+    "Hint", "IsLayout", "Origin", "Reduce", "RelayoutAllowed", "Reshape", "Transpose",
+    "Unsatisfiable", "Variable", "infer_function", "infer_layouts", "solve",
 ]

@@ -6,9 +6,10 @@ Order of work (deterministic):
    `AllowedKinds` and shapes, pushes its layout through `Derived` expressions (forward, and
    backward where the expression is invertible) and checks `RelayoutAllowed` pairs.
 3. Search what stays open, in a fixed order (the class with the highest-priority hint
-   first, then the lowest variable id), trying for each class its candidates in order:
-   its hints (by priority), layouts suggested by assigned neighbours, the widest strided
-   layout that fits, splat. Each choice propagates; a conflict undoes it (a trail, not
+   first, then the lowest variable id; but a class that an assigned neighbour makes
+   suggestions for goes before), trying for each class its candidates in order: its hints
+   (by priority), layouts suggested by assigned neighbours, the widest strided layout that
+   fits, then FALLBACK_CANDIDATES (every strided width, the canonical wgmma family, splat). Each choice propagates; a conflict undoes it (a trail, not
    copies) and tries the next, backtracking if a class runs out. The search is complete
    over these candidates, under a budget of choices.
 A conflict names the constraints that force it: for each side, the chain of equalities
@@ -36,6 +37,11 @@ from smalti.layout_inference.equations import (
 )
 from smalti.tiling import (
     WARPGROUP_SIZE,
+    WGMMA_COL_LAYOUT,
+    WGMMA_LAYOUT,
+    WGMMA_LAYOUT_8BIT,
+    WGMMA_ROW_LAYOUT,
+    WGMMA_TRANSPOSED_LAYOUT,
     Layout,
     LayoutError,
     WGSplatLayout,
@@ -44,6 +50,14 @@ from smalti.tiling import (
 )
 
 SEARCH_BUDGET = 100_000  # candidate layouts tried before the search gives up
+
+# Tried after a class's own hints and suggestions, so that the search is complete over
+# every layout these name (the ones that fit the class's shapes).
+FALLBACK_CANDIDATES: tuple[Layout, ...] = (
+    *(WGStridedLayout(vec) for vec in (16, 8, 4, 2, 1)),
+    WGMMA_LAYOUT, WGMMA_ROW_LAYOUT, WGMMA_COL_LAYOUT, WGMMA_TRANSPOSED_LAYOUT,
+    WGMMA_LAYOUT_8BIT, WGSplatLayout(),
+)
 
 
 @dataclass(frozen=True)
@@ -344,7 +358,7 @@ class _Solver:
         for shape in dict.fromkeys(v.shape for v in vars_):
             if (strided := widest_strided_layout(shape, bitwidth)) is not None:
                 ordered.append(strided)
-        ordered.append(WGSplatLayout())
+        ordered.extend(FALLBACK_CANDIDATES)
         kinds = [r.kinds for v in vars_ for r in self.allowed[v.id]]
         return [layout for layout in dict.fromkeys(ordered)
                 if all(isinstance(layout, tuple(k)) for k in kinds)
