@@ -9,9 +9,10 @@ Order of work (deterministic):
    first, then the lowest variable id; but a class that an assigned neighbour makes
    suggestions for goes before), trying for each class its candidates in order: its hints
    (by priority), layouts suggested by assigned neighbours, the widest strided layout that
-   fits, then FALLBACK_CANDIDATES (every strided width, the canonical wgmma family, splat). Each choice propagates; a conflict undoes it (a trail, not
-   copies) and tries the next, backtracking if a class runs out. The search is complete
-   over these candidates, under a budget of choices.
+   fits, then FALLBACK_CANDIDATES (every strided width, the canonical wgmma family,
+   splat). Each choice propagates; a conflict undoes it (a trail, not copies) and tries
+   the next, backtracking if a class runs out. The search is complete over these
+   candidates, under a budget of choices.
 A conflict names the constraints that force it: for each side, the chain of equalities
 from the constraint that fixed a class to the variable in question, recursively through
 the expressions that carried layouts between classes.
