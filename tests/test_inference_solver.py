@@ -157,3 +157,49 @@ def test_random_systems_are_solved_exactly(system):
             assert solution[c.a.id] == solution[c.b.id]
     for v in system.variables:
         assert _satisfies(solution[v.id], v, system)
+
+
+# Shared-memory refs: the same solver assigns transforms.
+def test_smem_transforms_follow_hints_and_requirements():
+    from smalti.layout_inference.equations import SMEM, Requires
+    from smalti.tiling.smem import SwizzleTransform, TileTransform
+
+    s = EquationSystem()
+    ref = s.new_variable((128, 64), bitwidth=16, domain=SMEM)
+    view = s.new_variable((64, 64), bitwidth=16, domain=SMEM)
+    s.add(Equal(ref, view, HERE))
+    swizzled = (TileTransform((8, 64)), SwizzleTransform(128))
+    narrow = (TileTransform((8, 32)), SwizzleTransform(64))
+    s.add(Hint(ref, narrow, 1, HERE))
+    s.add(Hint(view, swizzled, 0, HERE))
+
+    def wants_128(transforms):
+        return None if SwizzleTransform(128) in transforms else "needs a 128-byte swizzle"
+
+    s.add(Requires(view, wants_128, Origin("wgmma")))
+    solution = solve(s)
+    assert solution[ref.id] == solution[view.id] == swizzled
+
+
+def test_smem_requirement_failure_is_explained():
+    from smalti.layout_inference.equations import SMEM, Requires
+    from smalti.tiling.smem import SwizzleTransform, TileTransform
+
+    s = EquationSystem()
+    ref = s.new_variable((128, 64), bitwidth=16, domain=SMEM)
+    s.add(IsLayout(ref, (TileTransform((8, 32)), SwizzleTransform(64)), Origin("with_transforms")))
+    s.add(Requires(ref, lambda t: "TMA cannot write this", Origin("async_load")))
+    with pytest.raises(Unsatisfiable, match="TMA cannot write this") as failure:
+        solve(s)
+    assert [c.origin.op_name for c in failure.value.conflict.chain] == ["with_transforms",
+                                                                         "async_load"]
+
+
+def test_smem_transforms_that_do_not_fit_are_never_chosen():
+    from smalti.layout_inference.equations import SMEM
+    from smalti.tiling.smem import SwizzleTransform, TileTransform
+
+    s = EquationSystem()
+    ref = s.new_variable((4, 48), bitwidth=16, domain=SMEM)
+    s.add(Hint(ref, (TileTransform((8, 64)), SwizzleTransform(128)), 1, HERE))
+    assert solve(s)[ref.id] == ()

@@ -6,21 +6,27 @@ Values are independent of MLIR so that the solver can be tested (and fuzzed) on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from smalti.layout_inference.expressions import Expression
 from smalti.tiling import Layout
 
+REGISTERS = "registers"
+SMEM = "smem"
+
 
 @dataclass(frozen=True)
 class Variable:
-    """The layout of one vector value."""
+    """The layout of one vector value (domain REGISTERS: a register layout) or the
+    transforms of one shared-memory ref (domain SMEM: a tuple of tile/swizzle/transpose)."""
 
     id: int
     shape: tuple[int, ...]
     bitwidth: int = 32
     value: Any = field(default=None, compare=False, hash=False)  # the ir.Value, for messages
+    domain: str = REGISTERS
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,16 @@ class Derived:
 
 
 @dataclass(frozen=True)
+class Requires:
+    """A check of var's final value: `test` returns None when it holds, else why not
+    (e.g. "TMA cannot write a 64-byte swizzle with a 32-byte inner box")."""
+
+    var: Variable
+    test: Callable[[Any], str | None]
+    origin: Origin
+
+
+@dataclass(frozen=True)
 class RelayoutAllowed:
     """`target` may differ from `source`, as long as the lowering can convert between them."""
 
@@ -88,7 +104,7 @@ class RelayoutAllowed:
     origin: Origin
 
 
-Constraint = Equal | IsLayout | AllowedKinds | Derived | RelayoutAllowed
+Constraint = Equal | IsLayout | AllowedKinds | Derived | RelayoutAllowed | Requires
 
 
 @dataclass
@@ -98,8 +114,8 @@ class EquationSystem:
     hints: list[Hint] = field(default_factory=list)
 
     def new_variable(self, shape: tuple[int, ...], bitwidth: int = 32,
-                     value: Any = None) -> Variable:
-        var = Variable(len(self.variables), tuple(shape), bitwidth, value)
+                     value: Any = None, domain: str = REGISTERS) -> Variable:
+        var = Variable(len(self.variables), tuple(shape), bitwidth, value, domain)
         self.variables.append(var)
         return var
 

@@ -7,12 +7,15 @@ from jaxlib.mlir import ir
 from smalti.dialect.attributes import (
     LayoutAttrError,
     attr_to_layouts,
+    attr_to_transforms,
     layout_to_text,
     layouts_to_attr,
+    transform_to_text,
+    transforms_to_attr,
 )
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at, format_location
 from smalti.layout_inference.equations import Equal, EquationSystem, Hint, IsLayout, Origin
-from smalti.layout_inference.rules import RULES, RuleContext, is_vector
+from smalti.layout_inference.rules import RULES, RuleContext, is_smem_ref, is_vector, needs_variable
 from smalti.layout_inference.solver import Conflict, Unsatisfiable, solve
 
 
@@ -31,7 +34,7 @@ def infer_function(func: ir.Operation) -> None:
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         op = op.operation
-        if any(is_vector(v) for v in (*op.operands, *op.results)):
+        if any(needs_variable(v) for v in (*op.operands, *op.results)):
             vector_ops.append(op)
             try:
                 _add_constraints(ctx, op)
@@ -48,12 +51,27 @@ def infer_function(func: ir.Operation) -> None:
         raise _explain(failure.conflict, func) from None
     with func.context:
         for op in vector_ops:
-            operands = [ctx.variables[v] for v in op.operands if is_vector(v)]
-            results = [ctx.variables[v] for v in op.results if is_vector(v)]
-            if operands:
-                op.attributes["in_layouts"] = layouts_to_attr([solution[v.id] for v in operands])
-            if results:
-                op.attributes["out_layouts"] = layouts_to_attr([solution[v.id] for v in results])
+            _annotate(op, ctx, solution)
+
+
+# Attribute name per (operands or results, domain).
+ANNOTATIONS = (("in_layouts", "operands", is_vector), ("out_layouts", "results", is_vector),
+               ("in_transforms", "operands", is_smem_ref),
+               ("out_transforms", "results", is_smem_ref))
+
+
+def _annotate(op: ir.Operation, ctx: RuleContext, solution: dict) -> None:
+    """Write the solved layouts (vectors) and transforms (SMEM refs) of op's values."""
+    for attr, side, selected in ANNOTATIONS:
+        values = [v for v in getattr(op, side) if selected(v) and v in ctx.variables]
+        if not values:
+            continue
+        if selected is is_vector:
+            op.attributes[attr] = layouts_to_attr([solution[ctx.variables[v].id]
+                                                   for v in values])
+        else:
+            op.attributes[attr] = ir.ArrayAttr.get([
+                transforms_to_attr(list(solution[ctx.variables[v].id])) for v in values])
 
 
 def _add_constraints(ctx: RuleContext, op: ir.Operation) -> None:
@@ -73,6 +91,24 @@ def _add_constraints(ctx: RuleContext, op: ir.Operation) -> None:
                                "vector results")
         for result, layout in zip(results, layouts, strict=True):
             ctx.fix(result, layout, "annotated in out_layouts")
+    if "out_transforms" in op.attributes:
+        refs = [r for r in op.results if is_smem_ref(r)]
+        try:
+            transforms = [tuple(attr_to_transforms(a)) for a in op.attributes["out_transforms"]]
+        except (LayoutAttrError, TypeError) as error:
+            raise error_at(op, f"'out_transforms': {error}") from None
+        if len(transforms) != len(refs):
+            raise error_at(op, f"'out_transforms' has {len(transforms)} entries for "
+                               f"{len(refs)} shared-memory results")
+        for ref, value in zip(refs, transforms, strict=True):
+            ctx.fix(ref, value, "annotated in out_transforms")
+
+
+def describe(value: object) -> str:
+    """A layout or a transforms tuple, as written in attributes."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(f"#smalti.{transform_to_text(t)}" for t in value) + "]"
+    return f"#smalti.{layout_to_text(value)}"
 
 
 def _explain(conflict: Conflict, func: ir.Operation) -> DiagnosticError:
@@ -84,12 +120,12 @@ def _explain(conflict: Conflict, func: ir.Operation) -> DiagnosticError:
         origin = constraint.origin
         detail = origin.reason
         if isinstance(constraint, IsLayout | Hint):
-            detail += f": #smalti.{layout_to_text(constraint.layout)}"
+            detail += f": {describe(constraint.layout)}"
         notes.append(Diagnostic(origin.location or func.location,
                                 f"'{origin.op_name}': {detail}", "note"))
     if conflict.cast_variable is not None:
         value = conflict.cast_variable.value
-        target = (f" to #smalti.{layout_to_text(conflict.cast_layout)}"
+        target = (f" to {describe(conflict.cast_layout)}"
                   if conflict.cast_layout is not None else "")
         uses = [c.origin for c in chain if isinstance(c, Equal)]
         where = uses[-1].location if uses else func.location

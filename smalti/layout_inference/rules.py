@@ -13,6 +13,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.attributes import attr_to_layout
 from smalti.dialect.ops import LayoutCastOp, VectorLoadOp, VectorStoreOp
 from smalti.layout_inference.equations import (
+    SMEM,
     AllowedKinds,
     Derived,
     Equal,
@@ -21,6 +22,7 @@ from smalti.layout_inference.equations import (
     IsLayout,
     Origin,
     RelayoutAllowed,
+    Requires,
     Variable,
 )
 from smalti.layout_inference.expressions import Broadcast, Expression, Reduce, Reshape, Transpose
@@ -36,6 +38,19 @@ TOLERATED = 0
 
 def is_vector(value: ir.Value) -> bool:
     return isinstance(value.type, ir.VectorType)
+
+
+def is_smem_ref(value: ir.Value) -> bool:
+    """A memref in shared memory (`#gpu.address_space<workgroup>`): it gets transforms."""
+    if not isinstance(value.type, ir.MemRefType):
+        return False
+    space = ir.MemRefType(value.type).memory_space
+    return space is not None and "workgroup" in str(space)
+
+
+def needs_variable(value: ir.Value) -> bool:
+    """Values the equations are about: vectors (layouts) and SMEM refs (transforms)."""
+    return is_vector(value) or is_smem_ref(value)
 
 
 def bitwidth(element_type: ir.Type) -> int:
@@ -57,11 +72,17 @@ class RuleContext:
         self.op: ir.Operation | None = None
 
     def var(self, value: ir.Value) -> Variable:
+        """The variable of a vector (its layout) or an SMEM ref (its transforms)."""
         var = self.variables.get(value)
         if var is None:
-            vector_type = ir.VectorType(value.type)
-            var = self.system.new_variable(tuple(vector_type.shape),
-                                           bitwidth(vector_type.element_type), value)
+            if is_smem_ref(value):
+                ref = ir.MemRefType(value.type)
+                var = self.system.new_variable(tuple(ref.shape), bitwidth(ref.element_type),
+                                               value, SMEM)
+            else:
+                vector_type = ir.VectorType(value.type)
+                var = self.system.new_variable(tuple(vector_type.shape),
+                                               bitwidth(vector_type.element_type), value)
             self.variables[value] = var
         return var
 
@@ -82,6 +103,11 @@ class RuleContext:
                reason: str) -> None:
         self.system.add(Derived(self.var(result), self.var(source), expression,
                                 self.origin(reason)))
+
+    def require(self, value: ir.Value, test: Callable[[object], str | None], reason: str
+                ) -> None:
+        """var's final layout or transforms must pass `test` (None = holds, else why not)."""
+        self.system.add(Requires(self.var(value), test, self.origin(reason)))
 
     def relayout(self, source: ir.Value, result: ir.Value, reason: str) -> None:
         self.system.add(RelayoutAllowed(self.var(source), self.var(result), self.origin(reason)))
@@ -252,3 +278,11 @@ def _yield(ctx: RuleContext, op: ir.Operation) -> None:
     for operand in op.operands:
         if is_vector(operand):
             ctx.var(operand)
+
+
+@rule("memref.subview", "memref.cast")
+def _smem_view(ctx: RuleContext, op: ir.Operation) -> None:
+    """A view of an SMEM ref keeps its transforms (views select whole tiles)."""
+    source, result = op.operands[0], op.results[0]
+    if is_smem_ref(source) and is_smem_ref(result):
+        ctx.equal(source, result, "a view of a shared-memory ref keeps its transforms")

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from smalti.layout_inference.equations import (
+    SMEM,
     AllowedKinds,
     Constraint,
     Derived,
@@ -34,6 +35,7 @@ from smalti.layout_inference.equations import (
     IsLayout,
     Origin,
     RelayoutAllowed,
+    Requires,
     Variable,
 )
 from smalti.tiling import (
@@ -49,6 +51,7 @@ from smalti.tiling import (
     WGStridedLayout,
     check_layout_fits,
 )
+from smalti.tiling.smem import physical_shape
 
 SEARCH_BUDGET = 100_000  # candidate layouts tried before the search gives up
 
@@ -105,6 +108,17 @@ def fits(layout: Layout, shape: tuple[int, ...]) -> bool:
     return True
 
 
+def fits_variable(value: object, var: Variable) -> bool:
+    """Whether `value` (a register layout, or SMEM transforms) applies to var's shape."""
+    if var.domain == SMEM:
+        try:
+            physical_shape(value, var.shape, max(var.bitwidth // 8, 1))
+        except (LayoutError, TypeError, ValueError):
+            return False
+        return True
+    return fits(value, var.shape)
+
+
 def relayout_supported(source: Layout, target: Layout) -> bool:
     """Relayouts the lowering performs: none at all, and a splat broadcast to any layout."""
     return source == target or isinstance(source, WGSplatLayout)
@@ -131,6 +145,7 @@ class _Solver:
         self.derived_from: dict[int, list[Derived]] = defaultdict(list)  # by source var
         self.derived_into: dict[int, list[Derived]] = defaultdict(list)  # by target var
         self.relayouts: dict[int, list[RelayoutAllowed]] = defaultdict(list)
+        self.requires: dict[int, list[Requires]] = defaultdict(list)
         for constraint in system.constraints:
             match constraint:
                 case Equal(a=a, b=b):
@@ -147,6 +162,8 @@ class _Solver:
                 case RelayoutAllowed(source=source, target=target):
                     self.relayouts[source.id].append(constraint)
                     self.relayouts[target.id].append(constraint)
+                case Requires(var=var):
+                    self.requires[var.id].append(constraint)
         self.members: dict[int, list[Variable]] = defaultdict(list)
         for var in system.variables:
             self.members[self._find(var.id)].append(var)
@@ -214,9 +231,13 @@ class _Solver:
                 raise _Conflicted(Conflict(
                     f"a {_kind_name(layout)} layout is not allowed here",
                     (*self._why(member), restriction)))
-        if not fits(layout, member.shape):
+        if not fits_variable(layout, member):
+            what = "transforms do" if member.domain == SMEM else "layout does"
             raise _Conflicted(Conflict(
-                f"the layout does not fit shape {list(member.shape)}", self._why(member)))
+                f"the {what} not fit shape {list(member.shape)}", self._why(member)))
+        for requirement in self.requires[member.id]:
+            if (problem := requirement.test(layout)) is not None:
+                raise _Conflicted(Conflict(problem, (*self._why(member), requirement)))
 
     def _push_forward(self, d: Derived, source_layout: Layout
                       ) -> Iterator[tuple[Variable, Layout, Derived]]:
@@ -355,6 +376,9 @@ class _Solver:
         vars_ = self.members[root]
         ordered = [hint.layout for *_, hint in self.hints[root]]
         ordered[len(ordered):] = self._suggestions(root)
+        if vars_[0].domain == SMEM:  # no transforms at all is the fallback
+            return [t for t in dict.fromkeys([*ordered, ()])
+                    if all(fits_variable(t, v) for v in vars_)]
         bitwidth = max(v.bitwidth for v in vars_)
         for shape in dict.fromkeys(v.shape for v in vars_):
             if (strided := widest_strided_layout(shape, bitwidth)) is not None:
@@ -363,7 +387,7 @@ class _Solver:
         kinds = [r.kinds for v in vars_ for r in self.allowed[v.id]]
         return [layout for layout in dict.fromkeys(ordered)
                 if all(isinstance(layout, tuple(k)) for k in kinds)
-                and all(fits(layout, v.shape) for v in vars_)]
+                and all(fits_variable(layout, v) for v in vars_)]
 
     def _next_open(self, order: list[int]) -> int | None:
         """The next class to decide: one an assigned neighbour makes suggestions for (so
