@@ -55,10 +55,10 @@ func.func @load_index_type(%a: memref<128x256xf32>, %i: i32) {
 
 // -----
 
-func.func @load_shared(%a: memref<128x128xf32, #gpu.address_space<workgroup>>) {
+func.func @load_private(%a: memref<128x128xf32, #gpu.address_space<private>>) {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{memory space #gpu.address_space<workgroup> is not supported}}
-  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<128x128xf32, #gpu.address_space<workgroup>>, index, index) -> vector<128x128xf32>
+  // expected-error @+1 {{memory space #gpu.address_space<private> is not supported}}
+  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<128x128xf32, #gpu.address_space<private>>, index, index) -> vector<128x128xf32>
   return
 }
 

@@ -33,11 +33,27 @@ class KernelArg:
 
 
 @dataclass(frozen=True)
+class TensorMapRecord:
+    """A TMA tensor map a kernel takes as a `.param .align 64 .b8 NAME[128]` after its
+    arguments: over kernel argument `arg` (a global ref of `dtype` and `shape`), boxes of
+    `box` elements (numpy order), swizzled by `swizzle` bytes (None: not swizzled)."""
+
+    param: str
+    arg: int
+    dtype: str
+    shape: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: int | None = None
+
+
+@dataclass(frozen=True)
 class KernelSignature:
     name: str
     grid: tuple[int, int, int]
     warpgroups: int
     args: tuple[KernelArg, ...]
+    smem_bytes: int = 0  # dynamic shared memory the launch must provide
+    tensor_maps: tuple[TensorMapRecord, ...] = ()  # set by the lowering
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -68,7 +84,24 @@ def kernel_signature(func: ir.Operation) -> KernelSignature:
             raise error_at(func, f"'{WARPGROUPS_ATTR}' must be a positive integer, got {attr}")
         warpgroups = ir.IntegerAttr(attr).value
     args = tuple(_kernel_arg(func, name, i, t) for i, t in enumerate(function_type.inputs))
-    return KernelSignature(name, grid, warpgroups, args)
+    return KernelSignature(name, grid, warpgroups, args, dynamic_smem_bytes(func))
+
+
+def dynamic_smem_bytes(func: ir.Operation) -> int:
+    """The dynamic shared memory a kernel's `smalti.slice_smem` ops carve: max offset + size."""
+    from smalti.dialect.ops_memory import slice_end
+
+    ends = [0]
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.operation.name == "smalti.slice_smem":
+            end = slice_end(op.operation)
+            if end is not None:
+                ends.append(end)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return max(ends)
 
 
 def _grid(func: ir.Operation, name: str) -> tuple[int, int, int]:

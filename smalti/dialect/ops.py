@@ -52,9 +52,10 @@ def _check_memory_access(op: ir.Operation, vector: ir.Value, ref: ir.Value,
     if not isinstance(vector.type, ir.VectorType):
         raise error_at(op, f"expects a vector value, got {vector.type}")
     ref_type, vector_type = ir.MemRefType(ref.type), ir.VectorType(vector.type)
-    if ref_type.memory_space is not None:
-        raise error_at(op, f"memory space {ref_type.memory_space} is not supported; "
-                           "vector_load and vector_store access global memory")
+    space = ref_type.memory_space
+    if space is not None and "workgroup" not in str(space):
+        raise error_at(op, f"memory space {space} is not supported; vector_load and "
+                           "vector_store access global or shared (workgroup) memory")
     if not ref_type.has_static_shape:
         raise error_at(op, f"expects a memref of static shape, got {ref_type}")
     if ref_type.element_type != vector_type.element_type:

@@ -12,12 +12,13 @@ from smalti.layout_inference.equations import (
     Variable,
 )
 from smalti.layout_inference.expressions import Broadcast, Reduce, Reshape, Transpose
-from smalti.layout_inference.infer import infer_function, infer_layouts
+from smalti.layout_inference.infer import explain_function, infer_function, infer_layouts
 from smalti.layout_inference.rules import RULES
 from smalti.layout_inference.solver import Conflict, Unsatisfiable, solve
 
 __all__ = [
     "RULES", "AllowedKinds", "Broadcast", "Conflict", "Derived", "Equal", "EquationSystem",
     "Hint", "IsLayout", "Origin", "Reduce", "RelayoutAllowed", "Reshape", "Transpose",
-    "Unsatisfiable", "Variable", "infer_function", "infer_layouts", "solve",
+    "Unsatisfiable", "Variable", "explain_function", "infer_function", "infer_layouts",
+    "solve",
 ]

@@ -16,7 +16,7 @@ from smalti.dialect.attributes import (
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at, format_location
 from smalti.layout_inference.equations import Equal, EquationSystem, Hint, IsLayout, Origin
 from smalti.layout_inference.rules import RULES, RuleContext, is_smem_ref, is_vector, needs_variable
-from smalti.layout_inference.solver import Conflict, Unsatisfiable, solve
+from smalti.layout_inference.solver import Conflict, Solution, Unsatisfiable, solve_explained
 
 
 def infer_layouts(module: ir.Operation) -> None:
@@ -27,6 +27,28 @@ def infer_layouts(module: ir.Operation) -> None:
 
 
 def infer_function(func: ir.Operation) -> None:
+    """Annotate one function's ops with layouts and transforms."""
+    _infer(func)
+
+
+def explain_function(func: ir.Operation) -> list[Diagnostic]:
+    """Infer one function, then say for every value which constraints decided its layout:
+    one remark per value, at its defining op, with a note per constraint."""
+    ctx, solution = _infer(func)
+    remarks = []
+    for value, var in ctx.variables.items():
+        notes = tuple(_note(constraint, func) for constraint in solution.reasons(var))
+        if isinstance(value.owner, ir.Block):
+            where, name = func.location, f"block argument #{ir.BlockArgument(value).arg_number}"
+        else:
+            where = value.owner.location
+            name = f"result #{ir.OpResult(value).result_number} of '{value.owner.name}'"
+        remarks.append(Diagnostic(where, f"{name} has {describe(solution.layouts[var.id])}",
+                                  "remark", notes))
+    return remarks
+
+
+def _infer(func: ir.Operation) -> tuple[RuleContext, Solution]:
     system = EquationSystem()
     ctx = RuleContext(system)
     vector_ops: list[ir.Operation] = []
@@ -46,12 +68,13 @@ def infer_function(func: ir.Operation) -> None:
     if errors:
         raise DiagnosticError([d for e in errors for d in e.diagnostics])
     try:
-        solution = solve(system)
+        solution = solve_explained(system)
     except Unsatisfiable as failure:
         raise _explain(failure.conflict, func) from None
     with func.context:
         for op in vector_ops:
-            _annotate(op, ctx, solution)
+            _annotate(op, ctx, solution.layouts)
+    return ctx, solution
 
 
 # Attribute name per (operands or results, domain).
@@ -115,14 +138,7 @@ def _explain(conflict: Conflict, func: ir.Operation) -> DiagnosticError:
     """A located error at the last constraint of the chain, with a note per link."""
     chain = conflict.chain
     anchor = chain[-1].origin if chain else Origin("func.func", func.location)
-    notes = []
-    for constraint in chain:
-        origin = constraint.origin
-        detail = origin.reason
-        if isinstance(constraint, IsLayout | Hint):
-            detail += f": {describe(constraint.layout)}"
-        notes.append(Diagnostic(origin.location or func.location,
-                                f"'{origin.op_name}': {detail}", "note"))
+    notes = [_note(constraint, func) for constraint in chain]
     if conflict.cast_variable is not None:
         value = conflict.cast_variable.value
         target = (f" to {describe(conflict.cast_layout)}"
@@ -135,6 +151,15 @@ def _explain(conflict: Conflict, func: ir.Operation) -> DiagnosticError:
                f"({len(chain)} constraints in conflict)")
     location = anchor.location or func.location
     return DiagnosticError(Diagnostic(location, message, notes=tuple(notes)))
+
+
+def _note(constraint, func: ir.Operation) -> Diagnostic:
+    """One constraint of an explanation, as a note at the op that stated it."""
+    origin = constraint.origin
+    detail = origin.reason
+    if isinstance(constraint, IsLayout | Hint):
+        detail += f": {describe(constraint.layout)}"
+    return Diagnostic(origin.location or func.location, f"'{origin.op_name}': {detail}", "note")
 
 
 def _value_name(value: ir.Value | None) -> str:

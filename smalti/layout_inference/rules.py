@@ -286,3 +286,132 @@ def _smem_view(ctx: RuleContext, op: ir.Operation) -> None:
     source, result = op.operands[0], op.results[0]
     if is_smem_ref(source) and is_smem_ref(result):
         ctx.equal(source, result, "a view of a shared-memory ref keeps its transforms")
+
+
+# Shared memory, barriers, TMA and wgmma. (Imports stay local: this section is appended.)
+
+def _element_bytes(value: ir.Value) -> int:
+    return max(bitwidth(ir.ShapedType(value.type).element_type) // 8, 1)
+
+
+@rule("smalti.slice_smem")
+def _slice_smem(ctx: RuleContext, op: ir.Operation) -> None:
+    """A slice takes whatever transforms its users agree on (none by default)."""
+    ctx.var(op.results[0])
+
+
+@rule("smalti.with_transforms")
+def _with_transforms(ctx: RuleContext, op: ir.Operation) -> None:
+    """The ref (and so the memory it views) has exactly the given transforms."""
+    from smalti.dialect.attributes import attr_to_transforms
+
+    ctx.equal(op.operands[0], op.results[0], "with_transforms views the same memory")
+    ctx.fix(op.results[0], tuple(attr_to_transforms(op.attributes["transforms"])),
+            "with_transforms sets the transforms")
+
+
+def _with_smem_ref(register_rule: Rule, position: int) -> Rule:
+    """`register_rule`, plus a variable for an SMEM ref operand (so in_transforms are written)."""
+
+    def extended(ctx: RuleContext, op: ir.Operation) -> None:
+        register_rule(ctx, op)
+        if is_smem_ref(op.operands[position]):
+            ctx.var(op.operands[position])
+
+    return extended
+
+
+RULES[VectorLoadOp.OPERATION_NAME] = _with_smem_ref(_vector_load, 0)
+RULES[VectorStoreOp.OPERATION_NAME] = _with_smem_ref(_vector_store, 1)
+
+
+@rule("smalti.initialize_barrier", "smalti.arrive", "smalti.arrive_expect_tx", "smalti.wait")
+def _barriers(ctx: RuleContext, op: ir.Operation) -> None:
+    ctx.fix(op.operands[0], (), "an mbarrier array is a plain array of 8-byte objects")
+
+
+def tma_hint(shape: tuple[int, ...], element_bytes: int) -> tuple:
+    """The widest swizzle whose 8-row tiles TMA can write for this shape, or no transforms."""
+    from smalti.tiling import SwizzleTransform, TileTransform
+
+    if len(shape) < 2 or shape[-2] % 8:
+        return ()
+    for span in (128, 64, 32):
+        if span % element_bytes == 0 and shape[-1] % (span // element_bytes) == 0:
+            return (TileTransform((8, span // element_bytes)), SwizzleTransform(span))
+    return ()
+
+
+def _tma_ref(ctx: RuleContext, ref: ir.Value, verb: str) -> None:
+    from smalti.tiling import tma_incompatibility
+
+    shape, size = tuple(ir.MemRefType(ref.type).shape), _element_bytes(ref)
+    ctx.hint(ref, tma_hint(shape, size), TOLERATED, f"TMA {verb} swizzled tiles fastest")
+    ctx.require(ref, lambda t: tma_incompatibility(t, size, shape),
+                f"TMA {verb} this shared-memory ref")
+
+
+@rule("smalti.async_load")
+def _async_load(ctx: RuleContext, op: ir.Operation) -> None:
+    ctx.fix(op.operands[2], (), "an mbarrier array is a plain array of 8-byte objects")
+    _tma_ref(ctx, op.operands[1], "writes")
+
+
+@rule("smalti.async_store")
+def _async_store(ctx: RuleContext, op: ir.Operation) -> None:
+    _tma_ref(ctx, op.operands[0], "reads")
+
+
+def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_bytes: int
+                          ) -> str | None:
+    """Why wgmma cannot read an operand stored with `transforms`, or None if it can: 8-row
+    tiles one swizzle span wide, swizzled, optionally after a 2-D transpose."""
+    from smalti.tiling import (
+        LayoutError,
+        SwizzleTransform,
+        TileTransform,
+        TransposeTransform,
+        physical_shape,
+    )
+
+    body = tuple(transforms)
+    if body and body[0] == TransposeTransform((1, 0)):
+        body = body[1:]
+    match body:
+        case (TileTransform(tiling=(rows, cols)), SwizzleTransform(swizzle_bytes=span)):
+            if rows % 8 or cols * element_bytes != span:
+                return (f"wgmma reads tiles of 8k rows and one {span}-byte swizzle span, not "
+                        f"{rows}x{cols}")
+        case _:
+            return ("wgmma reads shared memory as 2-D tiles then a swizzle, optionally "
+                    "transposed first")
+    try:
+        physical_shape(transforms, shape, element_bytes)
+    except LayoutError as error:
+        return str(error)
+    return None
+
+
+@rule("smalti.wgmma")
+def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
+    """The accumulator lives in the WGMMA layout; SMEM operands in canonical swizzled tiles."""
+    from smalti.tiling import WGMMA_LAYOUT, LayoutError, wgmma_operand_transforms
+
+    acc, a, b = op.operands
+    ctx.fix(acc, WGMMA_LAYOUT, "wgmma accumulates in the WGMMA register layout")
+    ctx.equal(acc, op.results[0], "wgmma's result replaces its accumulator")
+    if is_vector(a):
+        ctx.fix(a, WGMMA_LAYOUT, "wgmma reads A from registers in the WGMMA layout")
+    for ref in (a, b):
+        if not is_smem_ref(ref):
+            continue
+        shape, size = tuple(ir.MemRefType(ref.type).shape), _element_bytes(ref)
+        for span in (128, 64, 32):
+            try:
+                canonical = wgmma_operand_transforms(shape, size, span, transposed=False)
+            except LayoutError:
+                continue
+            ctx.hint(ref, canonical, PREFERRED, "wgmma reads swizzled 8-row tiles fastest")
+            break
+        ctx.require(ref, lambda t, s=shape, e=size: wgmma_operand_problem(t, s, e),
+                    "wgmma reads this operand from shared memory")

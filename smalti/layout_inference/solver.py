@@ -82,11 +82,15 @@ class Unsatisfiable(Exception):
 
 @dataclass(frozen=True)
 class _Decision:
-    """A layout the search chose for a class (a reason, like a constraint)."""
+    """A layout the search chose for a class, and what proposed it: a hint, a neighbour's
+    expression or relayout (suggestions), or nothing (a default)."""
 
     var: Variable
     layout: Layout
-    origin: Origin
+    proposer: Hint | Derived | RelayoutAllowed | None
+
+
+DEFAULT_ORIGIN = Origin("search", None, "nothing else decides it; the default layout")
 
 
 def widest_strided_layout(shape: tuple[int, ...], bitwidth: int) -> WGStridedLayout | None:
@@ -127,6 +131,23 @@ def relayout_supported(source: Layout, target: Layout) -> bool:
 def solve(system: EquationSystem) -> dict[int, Layout]:
     """A layout for every variable (by id); raises Unsatisfiable with an explanation."""
     return _Solver(system).run()
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A solved system that can also say why each variable got its layout."""
+
+    layouts: dict[int, Layout]
+    _solver: _Solver
+
+    def reasons(self, var: Variable) -> tuple[Constraint | Hint, ...]:
+        """The constraints (and search choices, as hints) that decided var's layout."""
+        return self._solver._why(var)
+
+
+def solve_explained(system: EquationSystem) -> Solution:
+    solver = _Solver(system)
+    return Solution(solver.run(), solver)
 
 
 class _Conflicted(Exception):
@@ -289,9 +310,20 @@ class _Solver:
                 return (*self._why(upstream), why, *path)
             case Derived(target=downstream):
                 return (*self._why(downstream), why, *path)
-            case _Decision(var=chosen, layout=layout, origin=origin):
-                return (Hint(chosen, layout, 0, origin), *path)
+            case _Decision():
+                return (*self._proposal(why), *path)
         return path
+
+    def _proposal(self, decision: _Decision) -> tuple[Constraint | Hint, ...]:
+        """Why the search tried a layout, ending at the decision's variable."""
+        match decision.proposer:
+            case Hint(var=hinted) as hint:
+                return (hint, *self._path(hinted.id, decision.var.id))
+            case Derived(target=known, source=suggested) as d:
+                return (*self._why(known), d, *self._path(suggested.id, decision.var.id))
+            case RelayoutAllowed(target=known, source=suggested) as r:
+                return (*self._why(known), r, *self._path(suggested.id, decision.var.id))
+        return (Hint(decision.var, decision.layout, 0, DEFAULT_ORIGIN),)
 
     def _clash(self, var: Variable, layout: Layout, why: IsLayout | Derived | _Decision
                ) -> Conflict:
@@ -305,8 +337,8 @@ class _Solver:
                 incoming = (*self._why(upstream), why)
             case Derived(target=downstream):
                 incoming = (*self._why(downstream), why)
-            case _Decision(var=chosen, origin=origin):
-                incoming = (Hint(chosen, layout, 0, origin),)
+            case _Decision():
+                incoming = self._proposal(why)
         chain = (*existing, *reversed(incoming))
         cast_variable, cast_layout = _cast_point(existing, layout)
         return Conflict("conflicting layouts required for one value", chain, cast_variable,
@@ -358,34 +390,40 @@ class _Solver:
                 yield self._find(r.source.id)
                 yield self._find(r.target.id)
 
-    def _suggestions(self, root: int) -> list[Layout]:
-        """Layouts that assigned neighbours suggest for `root`."""
-        suggested: list[Layout] = []
+    def _suggestions(self, root: int) -> list[tuple[Layout, Derived | RelayoutAllowed]]:
+        """Layouts that assigned neighbours suggest for `root`, with what links them."""
+        suggested: list[tuple[Layout, Derived | RelayoutAllowed]] = []
         for var in self.members[root]:
             for d in self.derived_from[var.id]:
                 target = self.layout.get(self._find(d.target.id))
                 if target is not None:
-                    suggested.extend(d.expression.source_candidates(target))
+                    suggested.extend((c, d) for c in d.expression.source_candidates(target))
             for r in self.relayouts[var.id]:
                 other = self.layout.get(self._find(r.target.id))
                 if other is not None:
-                    suggested.append(other)
+                    suggested.append((other, r))
         return suggested
 
-    def _candidates(self, root: int) -> list[Layout]:
+    def _candidates(self, root: int
+                    ) -> list[tuple[Layout, Hint | Derived | RelayoutAllowed | None]]:
+        """What to try for a class, in order, each with what proposed it."""
         vars_ = self.members[root]
-        ordered = [hint.layout for *_, hint in self.hints[root]]
-        ordered[len(ordered):] = self._suggestions(root)
+        ordered: list[tuple[Layout, Hint | Derived | RelayoutAllowed | None]] = [
+            (hint.layout, hint) for *_, hint in self.hints[root]]
+        ordered.extend(self._suggestions(root))
         if vars_[0].domain == SMEM:  # no transforms at all is the fallback
-            return [t for t in dict.fromkeys([*ordered, ()])
-                    if all(fits_variable(t, v) for v in vars_)]
-        bitwidth = max(v.bitwidth for v in vars_)
-        for shape in dict.fromkeys(v.shape for v in vars_):
-            if (strided := widest_strided_layout(shape, bitwidth)) is not None:
-                ordered.append(strided)
-        ordered.extend(FALLBACK_CANDIDATES)
+            ordered.append(((), None))
+        else:
+            bitwidth = max(v.bitwidth for v in vars_)
+            for shape in dict.fromkeys(v.shape for v in vars_):
+                if (strided := widest_strided_layout(shape, bitwidth)) is not None:
+                    ordered.append((strided, None))
+            ordered.extend((layout, None) for layout in FALLBACK_CANDIDATES)
         kinds = [r.kinds for v in vars_ for r in self.allowed[v.id]]
-        return [layout for layout in dict.fromkeys(ordered)
+        first: dict[Layout, Hint | Derived | RelayoutAllowed | None] = {}
+        for layout, proposer in ordered:
+            first.setdefault(layout, proposer)
+        return [(layout, proposer) for layout, proposer in first.items()
                 if all(isinstance(layout, tuple(k)) for k in kinds)
                 and all(fits_variable(layout, v) for v in vars_)]
 
@@ -409,13 +447,13 @@ class _Solver:
         self._cursor, self._scanned, self._pending = 0, 0, []
         budget = SEARCH_BUDGET
         # One frame per decided class: (its remaining candidates, the trail mark before it).
-        frames: list[tuple[int, Iterator[Layout], int]] = []
+        frames: list[tuple[int, Iterator[tuple[Layout, object]], int]] = []
         first_failure: Conflict | None = None
         while (root := self._next_open(order)) is not None:
             candidates = iter(self._candidates(root))
             mark = len(self.trail)
             while True:
-                layout = next(candidates, None)
+                layout, proposer = next(candidates, (None, None))
                 if layout is None:
                     if first_failure is None:
                         first_failure = self._no_candidate(root)
@@ -431,9 +469,8 @@ class _Solver:
                         f"the layout search gave up after {SEARCH_BUDGET} tries; a "
                         "smalti.layout_cast on a few values will settle it", ()))
                 var = self.members[root][0]
-                origin = Origin("search", None, "chosen by the layout search")
                 try:
-                    self._assign(var, layout, _Decision(var, layout, origin))
+                    self._assign(var, layout, _Decision(var, layout, proposer))
                 except _Conflicted as failure:
                     self._undo(mark)
                     if first_failure is None:

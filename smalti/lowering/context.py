@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import attr_to_layouts
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import KernelSignature
 from smalti.lowering.values import BufferValue, FragmentedArray, LoweredValue, ScalarValue
-from smalti.ptx import KernelBuilder, Register
+from smalti.ptx import KernelBuilder, Register, Symbol
 from smalti.tiling import WARPGROUP_SIZE, Layout
 
 
@@ -19,6 +22,8 @@ class LoweringContext:
         self.values: dict[ir.Value, LoweredValue] = {}
         self._thread_index: Register | None = None
         self.cache: dict[object, object] = {}  # per-kernel memo of values rules share
+        self.kernel_state: dict[str, object] = {}  # per-kernel, kept across regions
+        self._scratch_counts: dict[str, int] = {}
 
     def set(self, value: ir.Value, lowered: LoweredValue) -> None:
         self.values[value] = lowered
@@ -43,6 +48,23 @@ class LoweringContext:
         if not isinstance(lowered, BufferValue):
             raise error_at(op, f"expects a kernel buffer argument, got {value.type}")
         return lowered
+
+    def scratch_shared(self, name_hint: str, size_bytes: int, align: int = 16) -> Symbol:
+        """A fresh static `.shared .align A .b8 NAME[size]` buffer for one rule's scratch."""
+        index = self._scratch_counts.get(name_hint, 0)
+        self._scratch_counts[name_hint] = index + 1
+        return self.builder.shared(f"__smalti_{name_hint}_{index}", size_bytes, align=align)
+
+    @contextmanager
+    def region(self) -> Iterator[None]:
+        """Lower a nested region: values it memoises (thread offsets, special registers) are
+        forgotten afterwards, because the region's code may not run (or run zero times)."""
+        saved, thread_index = dict(self.cache), self._thread_index
+        with self.builder.scope():
+            try:
+                yield
+            finally:
+                self.cache, self._thread_index = saved, thread_index
 
     def thread_index(self) -> Register:
         """The thread's index within its warpgroup (0..127), as .u32."""

@@ -6,10 +6,18 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import kernel_functions, kernel_signature
-from smalti.lowering import elementwise, layout, memory, scalar  # noqa: F401  (registers rules)
+from smalti.lowering import (  # noqa: F401  (registers rules)
+    control,
+    elementwise,
+    layout,
+    memory,
+    reductions,
+    scalar,
+    shape,
+)
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import RULES
-from smalti.lowering.values import ELEMENT_TYPES, BufferValue, ScalarValue
+from smalti.lowering.values import ELEMENT_TYPES, BufferValue, LoweredValue, ScalarValue
 from smalti.ptx import Address, KernelBuilder, Module
 from smalti.ptx.module import Kernel
 
@@ -43,16 +51,28 @@ def lower_kernel(func: ir.Operation) -> Kernel:
             address = builder.compute("cvta.to.global.u64", "u64", generic)
             strides = tuple(ir.MemRefType(value.type).get_strides_and_offset()[0])
             ctx.set(value, BufferValue(address, arg.shape, strides, element))
+        elif element.bits == 1:  # a .u8 parameter, tested into a predicate
+            byte = builder.compute("ld.param.u8", "u16", Address(param))
+            ctx.set(value, ScalarValue(builder.compute("setp.ne.u16", "pred", byte, 0), element))
         else:
             reg = builder.compute(f"ld.param.{element.scalar}", element.scalar, Address(param))
             ctx.set(value, ScalarValue(reg, element, 1))
-    for op in entry.operations:
+    lower_block(ctx, entry)
+    return builder.build()
+
+
+def lower_block(ctx: LoweringContext, block: ir.Block) -> tuple[LoweredValue, ...]:
+    """Lower `block`'s ops in order; an `scf.yield` ends it and its lowered operands are
+    returned (the enclosing scf rule moves them where the region's results live)."""
+    for op in block.operations:
         op = op.operation
+        if op.name == "scf.yield":
+            return tuple(ctx.get(v) for v in op.operands)
         rule = RULES.get(op.name)
         if rule is None:
             raise error_at(op, "has no PTX lowering rule")
         rule(ctx, op)
-    return builder.build()
+    return ()
 
 
 def _scalar_param_type(dtype: str) -> str:

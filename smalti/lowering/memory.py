@@ -17,6 +17,7 @@ from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.scalar import constant_scalar, scalar_add, scalar_mul
+from smalti.lowering.smem import is_smem_value, load_smem, store_smem
 from smalti.lowering.values import (
     BufferValue,
     FragmentedArray,
@@ -178,6 +179,9 @@ def _vector_suffix(units: int) -> str:
 
 @lowering_rule("smalti.vector_load")
 def _vector_load(ctx: LoweringContext, op: ir.Operation) -> None:
+    if is_smem_value(ctx, op.operands[0]):
+        load_smem(ctx, op)
+        return
     result = op.results[0]
     vector_type = ir.VectorType(result.type)
     shape = tuple(vector_type.shape)
@@ -210,6 +214,9 @@ def _vector_load(ctx: LoweringContext, op: ir.Operation) -> None:
 
 @lowering_rule("smalti.vector_store")
 def _vector_store(ctx: LoweringContext, op: ir.Operation) -> None:
+    if is_smem_value(ctx, op.operands[1]):
+        store_smem(ctx, op)
+        return
     array = ctx.array(op, op.operands[0])
     layout = layouts_of(op, "in_layouts", 1)[0]
     if array.layout != layout:

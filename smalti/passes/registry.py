@@ -14,7 +14,8 @@ from smalti.dialect.diagnostics import Diagnostic, DiagnosticError
 class PassInfo:
     argument: str  # the pipeline and command-line name, e.g. "smalti-infer-layouts"
     description: str
-    run: Callable[[ir.Operation], None]  # raises DiagnosticError on bad input
+    # Raises DiagnosticError on bad input; may return remarks (Diagnostics) to report.
+    run: Callable[[ir.Operation], list[Diagnostic] | None]
 
 
 def _verify(op: ir.Operation) -> None:
@@ -29,6 +30,14 @@ def _infer_layouts(op: ir.Operation) -> None:
     infer_layouts(op)
 
 
+def _explain_layouts(op: ir.Operation) -> list[Diagnostic]:
+    from smalti.layout_inference import explain_function
+
+    return [remark for func in op.regions[0].blocks[0].operations
+            if func.operation.name == "func.func"
+            for remark in explain_function(func.operation)]
+
+
 REGISTRY: dict[str, PassInfo] = {
     info.argument: info
     for info in (
@@ -36,6 +45,9 @@ REGISTRY: dict[str, PassInfo] = {
         PassInfo("smalti-infer-layouts",
                  "Assign in_layouts/out_layouts to every op by solving the layout equations",
                  _infer_layouts),
+        PassInfo("smalti-explain-layouts",
+                 "Infer layouts, then remark for every value which constraints decided it",
+                 _explain_layouts),
     )
 }
 
@@ -65,15 +77,17 @@ def split_pipeline(pipeline: str) -> list[str]:
 
 
 class _PassFailures:
-    """Keeps the DiagnosticErrors that Python passes raised inside a pass manager run."""
+    """Keeps the DiagnosticErrors that Python passes raised inside a pass manager run, and
+    the remarks they returned."""
 
     def __init__(self) -> None:
         self.errors: list[DiagnosticError] = []
+        self.remarks: list[Diagnostic] = []
 
     def wrap(self, info: PassInfo) -> Callable[[ir.Operation, object], None]:
         def run(op: ir.Operation, pass_: object) -> None:
             try:
-                info.run(op.operation)
+                self.remarks.extend(info.run(op.operation) or ())
             except DiagnosticError as error:
                 self.errors.append(error)
                 for diagnostic in error.diagnostics:

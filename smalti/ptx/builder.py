@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from smalti.ptx.module import (
     REGISTER_PREFIX,
@@ -85,6 +87,16 @@ class KernelBuilder:
         if name not in self._special_cache:
             self._special_cache[name] = self.compute("mov.u32", "u32", Symbol(name))
         return self._special_cache[name]
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """Special registers first read inside are forgotten after it: code in a branch or
+        a loop body may not run, so later reads must not rely on its registers."""
+        saved = dict(self._special_cache)
+        try:
+            yield
+        finally:
+            self._special_cache = saved
 
     def build(self) -> Kernel:
         registers = tuple(

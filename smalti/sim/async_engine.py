@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from smalti.sim.barriers import BarrierTable
+from smalti.sim.cluster_barrier import ClusterBarrier
 from smalti.sim.hazards import Guard, RegisterGuards, SharedHazards
 
 POLICIES = ("eager", "latest", "random")
@@ -64,14 +65,16 @@ class AsyncEngine:
         self._ids = 0
         self.waiting_on: dict[int, str] = {}  # thread -> what its blocked wait waits for
         self.completions = 0
+        self.clusters: ClusterBarrier | None = None  # barrier.cluster state; set by the launch
 
     @property
     def version(self) -> int:
         """Changes whenever something a blocked wait may be waiting for has happened."""
-        return self.barriers.version + self.completions
+        clusters = 0 if self.clusters is None else self.clusters.version
+        return self.barriers.version + self.completions + clusters
 
     def _phase_completed(self, block: int) -> None:
-        self.shared.sync(np.array([block]))
+        self.shared.sync(np.array([block]), cluster=True)  # may order remote arrivals
 
     def new_id(self) -> int:
         self._ids += 1

@@ -1,4 +1,4 @@
-"""Launch geometry: grid and block shapes, thread ids, and the special registers."""
+"""Launch geometry: grid, cluster and block shapes, thread ids, and the special registers."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from functools import cached_property
 import numpy as np
 
 WARP_SIZE = 32
+MAX_CLUSTER = 16  # CTAs per cluster on sm_90 (8 portable, 16 with the non-portable opt-in)
 
 
 def as_dim3(value: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
@@ -30,10 +31,23 @@ def lane_mask(relation: str, lane: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Geometry:
-    """A launch of `grid` blocks of `block` threads; thread t is in block t // block_threads."""
+    """A launch of `grid` blocks of `block` threads, grouped in clusters of `cluster` blocks;
+    thread t is in block t // block_threads (blocks numbered x fastest, as %ctaid)."""
 
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    explicit_cluster: bool = False
+
+    def __post_init__(self) -> None:
+        """Check the cluster shape against the grid (CUDA: the grid is a whole number of
+        clusters) and the hardware limit."""
+        if any(g % c for g, c in zip(self.grid, self.cluster, strict=True)):
+            raise ValueError(f"grid {self.grid} is not a whole number of clusters "
+                             f"{self.cluster}")
+        if self.cluster_size > MAX_CLUSTER:
+            raise ValueError(f"a cluster of {self.cluster_size} CTAs exceeds sm_90's "
+                             f"{MAX_CLUSTER}")
 
     @property
     def block_threads(self) -> int:
@@ -46,6 +60,41 @@ class Geometry:
     @property
     def threads(self) -> int:
         return self.blocks * self.block_threads
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
+
+    @cached_property
+    def _block_xyz(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """%ctaid.{x,y,z} of every block."""
+        gx, gy, _ = self.grid
+        b = np.arange(self.blocks, dtype=np.int64)
+        return b % gx, b // gx % gy, b // (gx * gy)
+
+    @cached_property
+    def cluster_rank(self) -> np.ndarray:
+        """%cluster_ctarank of every block: its x-fastest position inside its cluster."""
+        (x, y, z), (cx, cy, cz) = self._block_xyz, self.cluster
+        return x % cx + cx * (y % cy + cy * (z % cz))
+
+    @cached_property
+    def cluster_id(self) -> np.ndarray:
+        """Linear (x-fastest) cluster index of every block."""
+        (x, y, z), (cx, cy, cz) = self._block_xyz, self.cluster
+        nx, ny = self.grid[0] // cx, self.grid[1] // cy
+        return x // cx + nx * (y // cy + ny * (z // cz))
+
+    @cached_property
+    def cluster_members(self) -> np.ndarray:
+        """(clusters, cluster_size): the block of each rank of each cluster."""
+        members = np.empty((self.blocks // self.cluster_size, self.cluster_size), np.int64)
+        members[self.cluster_id, self.cluster_rank] = np.arange(self.blocks)
+        return members
+
+    def peer(self, block: np.ndarray | int, rank: np.ndarray | int) -> np.ndarray:
+        """The block of rank `rank` in the cluster of `block`."""
+        return self.cluster_members[self.cluster_id[block], rank]
 
     @cached_property
     def block_of(self) -> np.ndarray:
@@ -78,6 +127,10 @@ class Geometry:
                 return (self.block_of // (gx * gy)).astype(u32)
             case "%nctaid.x" | "%nctaid.y" | "%nctaid.z":
                 return np.array(self.grid["xyz".index(name[-1])], u32)
+        cluster = self._cluster_special(name)
+        if cluster is not None:
+            return cluster
+        match name:
             case "%laneid":
                 return (self._local % WARP_SIZE).astype(u32)
             case "%warpid":
@@ -88,6 +141,28 @@ class Geometry:
                     "%lanemask_gt":
                 return lane_mask(name[-2:], (self._local % WARP_SIZE).astype(np.uint64))
         return None
+
+    def _cluster_special(self, name: str) -> np.ndarray | None:
+        """The cluster special registers (PTX ISA, "Special Registers": %cluster_ctaid ...)."""
+        u32 = np.uint32
+        axis = "xyz".index(name[-1]) if name[-2:] in (".x", ".y", ".z") else None
+        per_block = None
+        match name.rsplit(".", 1)[0] if axis is not None else name:
+            case "%cluster_ctaid":
+                per_block = self._block_xyz[axis] % self.cluster[axis]
+            case "%cluster_nctaid":
+                return np.array(self.cluster[axis], u32)
+            case "%clusterid":
+                per_block = self._block_xyz[axis] // self.cluster[axis]
+            case "%nclusterid":
+                return np.array(self.grid[axis] // self.cluster[axis], u32)
+            case "%cluster_ctarank":
+                per_block = self.cluster_rank
+            case "%cluster_nctarank":
+                return np.array(self.cluster_size, u32)
+            case "%is_explicit_cluster":
+                return np.array(int(self.explicit_cluster), u32)
+        return None if per_block is None else per_block[self.block_of].astype(u32)
 
     def describe(self, thread: int) -> str:
         """`block (x, y, z) thread (x, y, z)` of launch-wide thread id `thread`."""

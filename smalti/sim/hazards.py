@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from smalti.sim.errors import Fault
-from smalti.sim.lanes import Lanes
 
 NO_THREAD = -1
 
@@ -32,8 +31,16 @@ class Guard:
 class SharedHazards:
     """Per-byte state of every block's shared memory."""
 
-    def __init__(self, blocks: int, size: int, block_of: np.ndarray) -> None:
+    def __init__(self, blocks: int, size: int, block_of: np.ndarray,
+                 cluster_of: np.ndarray | None = None) -> None:
         self.blocks, self.size, self.block_of = blocks, size, block_of
+        # With clusters of several CTAs (cluster_of: each block's cluster), threads access
+        # other CTAs' shared memory; such accesses are ordered only by cluster-wide
+        # synchronisation (barrier.cluster, mbarrier phases), counted per cluster.
+        self.cluster_of = cluster_of
+        self.clustered = cluster_of is not None
+        self.cluster_epoch = np.zeros(0 if cluster_of is None else int(cluster_of.max()) + 1,
+                                      np.int64)
         self.epoch = np.zeros(blocks, np.int64)
         self.guards: dict[int, Guard] = {}
         self._ready = False
@@ -48,6 +55,11 @@ class SharedHazards:
         self.dirty = np.zeros(n, np.int64)  # generic-proxy writer + 1, until it fences
         self.owner = np.zeros(n, np.int64)  # id of the async op owning the byte, 0 for none
         self.owner_reads = np.zeros(n, np.bool_)  # whether the owner forbids loads too
+        if self.clustered:  # the cluster epoch of each access, and whether it was remote
+            self.write_cepoch = np.zeros(n, np.int64)
+            self.read_cepoch = np.zeros(n, np.int64)
+            self.write_remote = np.zeros(n, np.bool_)
+            self.read_remote = np.zeros(n, np.bool_)
         self._ready = True
 
     def _bytes(self, offsets: np.ndarray, nbytes: int) -> np.ndarray:
@@ -55,12 +67,39 @@ class SharedHazards:
             self._allocate()
         return offsets.astype(np.int64)[:, None] + np.arange(nbytes)
 
-    def sync(self, blocks: np.ndarray) -> None:
-        """Blocks (ids or a bool mask) passed a barrier: later accesses do not race earlier."""
+    def sync(self, blocks: np.ndarray | slice, cluster: bool = False) -> None:
+        """Blocks (ids, a bool mask or a slice) passed a barrier: later accesses do not race
+        earlier ones; `cluster`: a cluster-wide one (orders accesses between CTAs too)."""
         self.epoch[blocks] += 1
+        if cluster and self.clustered:
+            self.cluster_epoch[np.unique(self.cluster_of[blocks])] += 1
 
-    def _current(self, threads: np.ndarray) -> np.ndarray:
-        return self.epoch[self.block_of[threads]][:, None]
+    def _stamp(self, idx: np.ndarray, threads: np.ndarray) -> tuple:
+        """(block epoch, cluster epoch, remote) of accesses to bytes `idx` (one block per
+        row) by `threads`: the epoch is that of the block owning the bytes."""
+        blocks = idx[:, :1] // self.size
+        if not self.clustered:
+            return self.epoch[blocks], None, None
+        remote = blocks != self.block_of[threads][:, None]
+        return self.epoch[blocks], self.cluster_epoch[self.cluster_of[blocks]], remote
+
+    def _unordered(self, idx: np.ndarray, stamp: tuple, write: bool) -> np.ndarray:
+        """Whether the last write (or read) of each byte shares the current epoch: with no
+        barrier in between. An access between CTAs is ordered only by a cluster epoch."""
+        epoch, cepoch, remote = stamp
+        same = (self.write_epoch if write else self.read_epoch)[idx] == epoch
+        if cepoch is None:
+            return same
+        cross = remote | (self.write_remote if write else self.read_remote)[idx]
+        csame = (self.write_cepoch if write else self.read_cepoch)[idx] == cepoch
+        return np.where(cross, csame, same)
+
+    def _record(self, idx: np.ndarray, stamp: tuple, write: bool) -> None:
+        epoch, cepoch, remote = stamp
+        (self.write_epoch if write else self.read_epoch)[idx] = epoch
+        if cepoch is not None:
+            (self.write_cepoch if write else self.read_cepoch)[idx] = cepoch
+            (self.write_remote if write else self.read_remote)[idx] = remote
 
     def _owned(self, idx: np.ndarray, threads: np.ndarray, reading: bool) -> None:
         owner = self.owner[idx]
@@ -83,12 +122,6 @@ class SharedHazards:
         flat = int(idx[row][hit[row]][0])
         return f"{flat % self.size:#x}"
 
-    def access(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, write: bool) -> None:
-        """Check and record an ld/st of `nbytes` at per-lane shared `addresses`."""
-        threads = (np.flatnonzero(lanes.mask) if lanes.index is None else lanes.index)
-        offsets = self.block_of[threads] * self.size + addresses.astype(np.int64)
-        (self.write if write else self.read)(offsets, nbytes, threads)
-
     def read(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray) -> None:
         """Check and record a generic-proxy load of `nbytes` at flat offsets by `threads`."""
         idx = self._bytes(offsets, nbytes)
@@ -99,10 +132,10 @@ class SharedHazards:
             row = int(np.argmax(unset.any(axis=1)))
             raise Fault("read of uninitialised shared memory at shared address "
                         f"{self._address(idx, row, unset)}", int(threads[row]))
-        epoch = self._current(threads)
+        stamp = self._stamp(idx, threads)
         writer = self.writer[idx]
         race = (writer != NO_THREAD) & (writer != threads[:, None]) & (
-            self.write_epoch[idx] == epoch)
+            self._unordered(idx, stamp, write=True))
         if race.any():
             row = int(np.argmax(race.any(axis=1)))
             other = int(writer[row][race[row]][0])
@@ -110,19 +143,19 @@ class SharedHazards:
                         f"{self._address(idx, row, race)} written by thread {other} of the "
                         "block with no barrier in between", int(threads[row]))
         self.reader[idx] = threads[:, None]
-        self.read_epoch[idx] = epoch
+        self._record(idx, stamp, write=False)
 
     def write(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray) -> None:
         """Check and record a generic-proxy store of `nbytes` at flat offsets by `threads`."""
         idx = self._bytes(offsets, nbytes)
         threads = np.asarray(threads, np.int64)
         self._owned(idx, threads, reading=False)
-        epoch = self._current(threads)
+        stamp = self._stamp(idx, threads)
         mine = threads[:, None]
         race = ((self.writer[idx] != NO_THREAD) & (self.writer[idx] != mine)
-                & (self.write_epoch[idx] == epoch))
+                & self._unordered(idx, stamp, write=True))
         race |= ((self.reader[idx] != NO_THREAD) & (self.reader[idx] != mine)
-                 & (self.read_epoch[idx] == epoch))
+                 & self._unordered(idx, stamp, write=False))
         flat = idx.reshape(-1)
         if flat.size > 1:  # two threads of this one instruction storing to the same byte
             order = np.argsort(flat, kind="stable")
@@ -138,12 +171,15 @@ class SharedHazards:
                         "accessed with no barrier in between", int(threads[row]))
         self.written[idx] = True
         self.writer[idx] = mine
-        self.write_epoch[idx] = epoch
+        self._record(idx, stamp, write=True)
         self.dirty[idx] = mine + 1
 
     def fence_proxy(self, threads: np.ndarray) -> None:
         """`fence.proxy.async` by `threads`: their generic writes become visible to async ops."""
         if not self._ready:
+            return
+        if self.clustered:  # their writes may have gone to any CTA of the cluster
+            self.dirty[np.isin(self.dirty, threads + 1)] = 0
             return
         for block in np.unique(self.block_of[threads]):
             part = self.dirty[block * self.size:(block + 1) * self.size]
@@ -170,10 +206,9 @@ class SharedHazards:
         if not self._ready:
             self._allocate()
         self._owned(idx[None, :], np.array([thread]), reading=False)
-        block = int(self.block_of[thread])
         reader = self.reader[idx]
         late = (reader != NO_THREAD) & (reader != thread) & (
-            self.read_epoch[idx] == self.epoch[block])
+            self.read_epoch[idx] == self.epoch[idx // self.size])
         if late.any():
             raise Fault(f"shared-memory race: {what} overwrites shared address "
                         f"{int(idx[np.argmax(late)]) % self.size:#x} that thread "

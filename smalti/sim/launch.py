@@ -8,6 +8,7 @@ import numpy as np
 
 from smalti.ptx.module import Module, Param
 from smalti.sim.async_engine import AsyncEngine
+from smalti.sim.cluster_barrier import ClusterBarrier
 from smalti.sim.dtypes import BITS, FLOAT, VIEW, constant
 from smalti.sim.errors import SimError
 from smalti.sim.geometry import Geometry, as_dim3
@@ -26,30 +27,34 @@ POINTER_TYPES = ("u64", "b64", "s64")
 
 
 def run_ptx(ptx_text: str, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
-            shared_bytes: int = 0, *, async_completion: str = "eager", seed: int = 0,
-            spurious_waits: bool = False) -> None:
+            shared_bytes: int = 0, *, cluster: Dim | None = None, async_completion: str = "eager",
+            seed: int = 0, spurious_waits: bool = False) -> None:
     """Parse PTX text and run `kernel` on the CPU; numpy arrays in `args` are updated in place.
 
-    `async_completion` says when TMA and wgmma work completes: "eager" (at issue), "latest"
-    (only when a wait forces it) or "random" (seeded by `seed`); `spurious_waits` lets
-    mbarrier waits fail spuriously, as the ISA allows. See `smalti.sim.async_engine`.
+    `cluster` groups the grid's CTAs into clusters sharing distributed shared memory (default:
+    the kernel's `.reqnctapercluster`, else one CTA). `async_completion` says when TMA and
+    wgmma work completes: "eager" (at issue), "latest" (only when a wait forces it) or
+    "random" (seeded by `seed`); `spurious_waits` lets mbarrier waits fail spuriously, as the
+    ISA allows. See `smalti.sim.async_engine`.
     """
     try:
         from smalti.ptx.parser import parse_module
     except ImportError:
         raise SimError("run_ptx needs smalti.ptx.parser, which is not available; "
                        "build the module and call run_module") from None
-    run_module(parse_module(ptx_text), kernel, grid, block, args, shared_bytes,
+    run_module(parse_module(ptx_text), kernel, grid, block, args, shared_bytes, cluster=cluster,
                async_completion=async_completion, seed=seed, spurious_waits=spurious_waits)
 
 
 def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
-               shared_bytes: int = 0, *, async_completion: str = "eager", seed: int = 0,
+               shared_bytes: int = 0, *, cluster: Dim | None = None,
+               async_completion: str = "eager", seed: int = 0,
                spurious_waits: bool = False) -> None:
     """Run `kernel` of a PTX module on the CPU; numpy arrays in `args` are device buffers."""
     program = load_program(module, kernel)
     try:
-        geometry = Geometry(as_dim3(grid, "grid"), as_dim3(block, "block"))
+        shape, explicit = cluster_shape(program.kernel.extra_directives, cluster)
+        geometry = Geometry(as_dim3(grid, "grid"), as_dim3(block, "block"), shape, explicit)
     except ValueError as e:
         raise SimError(str(e), kernel=kernel) from None
     params = program.kernel.params
@@ -72,16 +77,20 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
         geometry=geometry,
         registers=RegisterFile(_declared(program), geometry.threads),
         global_memory=memory,
-        shared=SharedMemory(geometry.blocks, shared_size, geometry.block_of),
+        shared=SharedMemory(geometry.blocks, shared_size, geometry.block_of, geometry.peer,
+                            geometry.cluster_size),
         params=ParamSpace(param_data, {p.name: o for p, o in
                                        zip(params, program.param_offsets, strict=True)}),
     )
     try:
         machine.async_engine = AsyncEngine(
-            SharedHazards(geometry.blocks, shared_size, geometry.block_of),
+            SharedHazards(geometry.blocks, shared_size, geometry.block_of,
+                          geometry.cluster_id if geometry.cluster_size > 1 else None),
             async_completion, seed, spurious_waits)
     except ValueError as e:
         raise SimError(str(e), kernel=kernel) from None
+    engine = machine.async_engine
+    engine.clusters = ClusterBarrier(geometry, lambda blocks: engine.shared.sync(blocks, True))
     machine.registers.guards = machine.async_engine.registers
     with np.errstate(all="ignore"):
         execute(program, machine)
@@ -89,6 +98,35 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
     for original, copy in copies:
         if original.flags.writeable:
             original[...] = copy
+
+
+def cluster_shape(directives: Sequence[str], cluster: Dim | None) -> tuple[
+        tuple[int, int, int], bool]:
+    """(cluster shape, whether it was given explicitly) of a launch, checked against the
+    kernel's `.reqnctapercluster`, `.explicitcluster` and `.maxclusterrank` directives."""
+    required = maxrank = None
+    must_be_explicit = False
+    for directive in directives:
+        word, _, rest = directive.partition(" ")
+        values = tuple(int(v) for v in rest.replace(",", " ").split())
+        match word:
+            case ".reqnctapercluster":
+                required = as_dim3(values, ".reqnctapercluster")
+            case ".explicitcluster":
+                must_be_explicit = True
+            case ".maxclusterrank":
+                maxrank = values[0]
+    shape = required if cluster is None else as_dim3(cluster, "cluster")
+    if required is not None and shape != required:
+        raise ValueError(f"the kernel requires clusters of {required} CTAs "
+                         f"(.reqnctapercluster), the launch gives {shape}")
+    if must_be_explicit and shape is None:
+        raise ValueError("the kernel is .explicitcluster: launch it with a cluster shape")
+    shape = shape or (1, 1, 1)
+    if maxrank is not None and shape[0] * shape[1] * shape[2] > maxrank:
+        raise ValueError(f"a cluster of {shape} CTAs exceeds the kernel's .maxclusterrank "
+                         f"{maxrank}")
+    return shape, cluster is not None or required is not None
 
 
 def _declared(program: Program) -> dict[str, str]:

@@ -13,6 +13,8 @@ from smalti.sim.lanes import Lanes
 from smalti.sim.memory import GlobalMemory, ParamSpace, SharedMemory
 from smalti.sim.registers import RegisterFile
 
+CYCLES_PER_READ = 32
+
 
 @dataclass
 class Machine:
@@ -31,8 +33,14 @@ class Machine:
     # TMA/wgmma queue, mbarriers and hazard trackers (sim/async_engine.py); set by the launch.
     async_engine: AsyncEngine | None = None
 
+    # Reads of %clock/%clock64/%globaltimer so far: each read sees a later time.
+    ticks: int = 0
+
     def special(self, name: str, lanes: Lanes) -> np.ndarray:
-        """Special register `name` (uint32) for the active lanes (0-d when uniform)."""
+        """Special register `name` (uint32, or uint64 for 64-bit counters) for the active lanes
+        (0-d when uniform)."""
+        if name.startswith(("%clock", "%globaltimer")):
+            return self._timer(name)
         value = self._specials.get(name)
         if value is None:
             value = self.geometry.special(name)
@@ -42,3 +50,18 @@ class Machine:
         if value.ndim == 0 or lanes.index is None:
             return value
         return value[lanes.index]
+
+    def _timer(self, name: str) -> np.ndarray:
+        """Monotone counters (PTX ISA, "Special Registers"): %clock/%clock_hi are the halves of
+        %clock64 (cycles), %globaltimer counts nanoseconds; here one cycle is one nanosecond
+        and every read advances the clock by CYCLES_PER_READ."""
+        self.ticks += 1
+        cycles = self.ticks * CYCLES_PER_READ
+        match name:
+            case "%clock64" | "%globaltimer":
+                return np.array(cycles, np.uint64)
+            case "%clock" | "%globaltimer_lo":
+                return np.array(cycles & 0xFFFFFFFF, np.uint32)
+            case "%clock_hi" | "%globaltimer_hi":
+                return np.array(cycles >> 32, np.uint32)
+        raise Fault(f"unsupported special register {name}")

@@ -17,6 +17,10 @@ GLOBAL_GAP = 4096  # unmapped bytes between buffers, so running off one end faul
 SHARED_WINDOW = 0x7F00_0000_0000  # generic addresses of the executing block's shared memory
 PARAM_WINDOW = 0x7E00_0000_0000  # addresses of kernel parameters (`mov.b64 %rd, param`)
 PARAM_SLOT = 1 << 16  # parameter i lives at PARAM_WINDOW + i * PARAM_SLOT
+# A .shared::cluster address names a CTA of the cluster and an offset into its shared memory:
+# the executing CTA's own .shared::cta addresses (below CTA_SPAN) are valid ones, and `mapa`
+# gives (rank + 1) * CTA_SPAN + offset for the CTA of cluster rank `rank`.
+CTA_SPAN = 1 << 24
 
 
 def param_address(position: int) -> int:
@@ -169,35 +173,77 @@ def _type_bytes(ptx_type: str) -> int:
     return max(1, int(digits) // 8) if digits else 1
 
 
-class SharedMemory:
-    """One byte array per block; addresses are offsets into the block's shared window."""
+def cluster_address(rank: int, offset: int) -> int:
+    """The .shared::cluster address of `offset` in the CTA of cluster rank `rank`."""
+    return (rank + 1) * CTA_SPAN + offset
 
-    def __init__(self, blocks: int, size: int, block_of: np.ndarray) -> None:
+
+class SharedMemory:
+    """One byte array per block; addresses are offsets into the block's shared window, or
+    (`cluster=True` accesses) .shared::cluster addresses naming a CTA of the block's cluster.
+
+    `peer(blocks, ranks)` gives the block of each rank in each block's cluster and
+    `cluster_size` how many ranks there are (the launch's geometry).
+    """
+
+    def __init__(self, blocks: int, size: int, block_of: np.ndarray, peer=None,
+                 cluster_size: int = 1) -> None:
         self.size = size
         self.data = np.zeros(blocks * size, np.uint8)
         self.block_of = block_of
+        self.peer = peer
+        self.cluster_size = cluster_size
 
-    def _offsets(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str) -> np.ndarray:
+    def in_window(self, generic: np.ndarray) -> np.ndarray:
+        """Which generic addresses fall in the shared window (own CTA or a cluster CTA)."""
+        offset = generic - np.uint64(SHARED_WINDOW)  # wraps to huge values below the window
+        own = offset < np.uint64(self.size)
+        if self.peer is None:
+            return own
+        return own | ((offset >= np.uint64(CTA_SPAN))
+                      & (offset < np.uint64((self.cluster_size + 1) * CTA_SPAN)))
+
+    def flat(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str,
+             cluster: bool = False) -> np.ndarray:
+        """Flat byte offsets into `data` of per-lane shared addresses, bounds-checked."""
+        blocks = self.block_of if lanes.index is None else self.block_of[lanes.index]
+        if cluster and self.peer is not None and (addresses >= np.uint64(CTA_SPAN)).any():
+            blocks, addresses = self._resolve(blocks, addresses, lanes, what)
         bad = addresses + np.uint64(nbytes) > np.uint64(self.size)
         if bad.any():
             first = int(np.argmax(bad))
             raise Fault(f"out-of-bounds shared {what} of {nbytes} bytes at shared address "
                         f"{int(addresses[first]):#x} (the block has {self.size} bytes)",
                         lanes.first(bad))
-        blocks = self.block_of if lanes.index is None else self.block_of[lanes.index]
         return blocks.astype(np.uint64) * np.uint64(self.size) + addresses
 
-    def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes) -> np.ndarray:
+    def _resolve(self, blocks: np.ndarray, addresses: np.ndarray, lanes: Lanes,
+                 what: str) -> tuple[np.ndarray, np.ndarray]:
+        """(target blocks, offsets) of .shared::cluster addresses (PTX ISA, "mapa")."""
+        addresses = np.broadcast_to(addresses, blocks.shape)
+        field = (addresses // np.uint64(CTA_SPAN)).astype(np.int64)
+        remote = field > 0
+        ranks = field - 1
+        bad = remote & (ranks >= self.cluster_size)
+        if bad.any():
+            raise Fault(f"shared::cluster {what} at {int(addresses[np.argmax(bad)]):#x} names "
+                        f"a CTA outside the cluster of {self.cluster_size}", lanes.first(bad))
+        target = np.where(remote, self.peer(blocks, np.maximum(ranks, 0)), blocks)
+        return target, addresses % np.uint64(CTA_SPAN)
+
+    def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes,
+             cluster: bool = False) -> np.ndarray:
         """(n, count) raw elements loaded at shared `addresses` of each thread's block."""
         check_aligned(addresses, elem * count, lanes, "shared load")
-        return gather(self.data, self._offsets(addresses, elem * count, lanes, "load"),
+        return gather(self.data, self.flat(addresses, elem * count, lanes, "load", cluster),
                       elem, count)
 
-    def store(self, addresses: np.ndarray, values: np.ndarray, elem: int, lanes: Lanes) -> None:
+    def store(self, addresses: np.ndarray, values: np.ndarray, elem: int, lanes: Lanes,
+              cluster: bool = False) -> None:
         """Store raw elements `values` (n, count) at shared `addresses`."""
         nbytes = elem * values.shape[1]
         check_aligned(addresses, nbytes, lanes, "shared store")
-        scatter(self.data, self._offsets(addresses, nbytes, lanes, "store"), values, elem)
+        scatter(self.data, self.flat(addresses, nbytes, lanes, "store", cluster), values, elem)
 
 
 class ParamSpace:

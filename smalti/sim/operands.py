@@ -27,7 +27,8 @@ Reader = Callable[[Machine, Lanes], np.ndarray]
 Writer = Callable[[Machine, Lanes, np.ndarray], None]
 
 SPECIAL_PREFIXES = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid",
-                    "%lanemask")
+                    "%lanemask", "%cluster", "%nclusterid", "%is_explicit_cluster", "%clock",
+                    "%globaltimer")
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ class _Threads:
         self.live_count = int(self.live.sum())
         if self.any_waiting:
             self.release()
+        if self.engine is not None and self.engine.clusters is not None:
+            self.engine.clusters.settle(self.live)  # exited threads no longer arrive
 
     def arrive(self, mask: np.ndarray, pc: int, ident: np.ndarray | int = 0,
                count: np.ndarray | int | None = None, wait: bool = True) -> None:

@@ -24,7 +24,12 @@ from smalti.tools.cli_common import (
 )
 from smalti.tools.diagnostics_check import check_chunk
 from smalti.tools.mlir_input import parse_chunk
-from smalti.tools.reported import DiagnosticCollector, Reported, merge_smalti_notes
+from smalti.tools.reported import (
+    DiagnosticCollector,
+    Reported,
+    from_smalti,
+    merge_smalti_notes,
+)
 from smalti.tools.split import Chunk, join_outputs, split_input
 
 TOOL = "smalti-opt"
@@ -138,7 +143,8 @@ def process_chunk(chunk: Chunk, source_name: str, context: ir.Context,
                                                           smalti_diagnostics)))
     text = module.get_asm(enable_debug_info=options.debug_info,
                           print_generic_op_form=options.generic)
-    return ChunkResult(text, tuple(collector.take()))
+    remarks = [from_smalti(remark) for remark in failures.remarks]
+    return ChunkResult(text, (*collector.take(), *remarks))
 
 
 def _has_error(result: ChunkResult) -> bool:

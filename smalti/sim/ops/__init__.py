@@ -4,6 +4,7 @@ from smalti.sim.ops import (  # noqa: F401
     atomic,
     bits,
     carry,
+    cluster,
     compare,
     control,
     convert,

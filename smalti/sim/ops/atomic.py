@@ -1,4 +1,5 @@
-"""Atomic read-modify-write: `atom` (returns the old value) and `red` on global, shared, generic.
+"""Atomic read-modify-write: `atom` (returns the old value) and `red` on global, shared
+(a CTA's own or, with .shared::cluster, any CTA of the cluster) and generic addresses.
 
 Threads of one instruction that hit the same address are applied one after another, in
 ascending thread order: an instruction runs in rounds, round k applying every thread that is
@@ -17,12 +18,21 @@ from smalti.sim.dtypes import BITS, UINT_OF_BITS, VIEW
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
+from smalti.sim.memory import SHARED_WINDOW
 from smalti.sim.operands import DecodeEnv, Modifiers, expect, reader, writer
-from smalti.sim.ops.memory import ORDERINGS, SCOPES, _address, _load, _store, _sub_lanes
+from smalti.sim.ops.memory import (
+    ORDERINGS,
+    SCOPES,
+    _address,
+    _load,
+    _store,
+    _sub_lanes,
+    normal_space,
+)
 from smalti.sim.registry import Compute, Step, semantics
 from smalti.sim.rounding import flush_subnormals
 
-ATOM_SPACES = ("global", "shared", "shared::cta")
+ATOM_SPACES = ("global", "shared", "shared::cta", "shared::cluster")
 # Operation -> the types PTX allows for it (PTX ISA, "atom", "red"; .f16/.bf16 forms omitted).
 ATOM_TYPES = {
     "add": ("u32", "s32", "u64", "f32", "f64"),
@@ -95,7 +105,26 @@ def _parse(inst: Instruction) -> tuple[str, str, str]:
     mods.done()
     if op is None or ptx_type not in ATOM_TYPES[op]:
         raise Unsupported(f"{inst.base}.{op}.{ptx_type} is not supported")
-    return ("shared" if space == "shared::cta" else space), op, ptx_type
+    return normal_space(space), op, ptx_type
+
+
+def _physical(m: Machine, space: str, addresses: np.ndarray, elem: int,
+              lanes: Lanes) -> np.ndarray:
+    """Keys naming the bytes each lane updates: shared addresses of different CTAs differ, and
+    a CTA's own address and its .shared::cluster alias (mapa) coincide."""
+    if space == "global" or lanes.count == 0:
+        return addresses
+    if space in ("shared", "cluster"):
+        return m.shared.flat(addresses, elem, lanes, "atom", space == "cluster")
+    inside = m.shared.in_window(addresses)
+    if not inside.any():
+        return addresses
+    keys = addresses.copy()
+    sub = lanes if inside.all() else _sub_lanes(lanes, inside)
+    # Flat shared offsets sit below the global buffers' fake addresses (smalti.sim.memory).
+    keys[inside] = m.shared.flat(addresses[inside] - np.uint64(SHARED_WINDOW), elem, sub,
+                                 "atom", True)
+    return keys
 
 
 def _atomic(inst: Instruction, env: DecodeEnv, returns: bool) -> Step:
@@ -118,7 +147,7 @@ def _atomic(inst: Instruction, env: DecodeEnv, returns: bool) -> Step:
         b = np.broadcast_to(read_b(m, lanes), (n,))
         c = np.broadcast_to(read_c(m, lanes), (n,)) if read_c else b
         old = np.empty(n, view)
-        rank = serial_rank(addresses)
+        rank = serial_rank(_physical(m, space, addresses, elem, lanes))
         for k in range(int(rank.max()) + 1 if n else 0):
             where = rank == k
             sub = lanes if where.all() else _sub_lanes(lanes, where)

@@ -1,4 +1,5 @@
-"""Control flow and synchronisation: `bra`, `ret`, `exit`, `bar.sync`/`barrier.sync`."""
+"""Control flow and synchronisation: `bra`, `ret`, `exit`, `bar.sync`/`barrier.sync`
+(`barrier.cluster` is in ops/cluster.py)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def decode_bar(inst: Instruction, env: DecodeEnv) -> Step:
     needs b. Ids and counts may be immediates or registers.
     """
     mods = Modifiers(inst)
+    if mods.flag("cluster"):
+        from smalti.sim.ops.cluster import decode_barrier_cluster
+
+        return decode_barrier_cluster(inst, mods)
     if mods.flag("warp"):
         from smalti.sim.ops.warp import decode_bar_warp
 

@@ -20,7 +20,7 @@ from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, reader, writer
-from smalti.sim.ops.shared_address import shared_offsets, space_of, thread_ids
+from smalti.sim.ops.shared_address import shared_targets, space_of, thread_ids
 from smalti.sim.registry import Compute, Step, Wait, semantics
 
 SEMANTICS = ("release", "acquire", "relaxed")
@@ -40,10 +40,10 @@ def _modifiers(inst: Instruction) -> tuple[Modifiers, str, str]:
     return mods, operation, space
 
 
-def _grouped(m: Machine, lanes: Lanes, offsets: np.ndarray):
-    """(key, positions) per distinct (block, address) among the active lanes."""
+def _grouped(m: Machine, lanes: Lanes, targets: tuple[np.ndarray, np.ndarray]):
+    """(key, positions, ids) per distinct (block, address) among the active lanes."""
     ids = thread_ids(lanes)
-    blocks = m.geometry.block_of[ids]
+    blocks, offsets = targets
     keys = blocks * (m.shared.size + 1) + offsets
     unique, inverse = np.unique(keys, return_inverse=True)
     for k in range(unique.size):
@@ -87,14 +87,14 @@ def decode_mbarrier(inst: Instruction, env: DecodeEnv) -> Step:
 
 def _update(address, space: str, env: DecodeEnv, count, action) -> Step:
     """A per-lane barrier update with an optional count operand (same order as lanes)."""
-    offsets_of = shared_offsets(address, space, env)
+    targets_of = shared_targets(address, space, env)
 
     def run(m: Machine, lanes: Lanes) -> None:
-        offsets = offsets_of(m, lanes)
+        blocks, offsets = targets_of(m, lanes)
         counts = np.broadcast_to(count(m, lanes), (lanes.count,)) if count else None
         ids = thread_ids(lanes)
         for i in range(lanes.count):  # per lane, in lane order: a handful of lanes in practice
-            key = (int(m.geometry.block_of[ids[i]]), int(offsets[i]))
+            key = (int(blocks[i]), int(offsets[i]))
             action(m, key, 0 if counts is None else int(counts[i]), int(ids[i]))
         m.async_engine.tick()
 
@@ -113,16 +113,18 @@ def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop
     if expect_tx and extra is None:
         raise Unsupported("mbarrier.arrive.expect_tx needs a tx-count operand")
     write = None if state == Symbol("_") else writer(state, "b64", env)
-    offsets_of = shared_offsets(address, space, env)
+    if space == "cluster" and write is not None:
+        raise Unsupported("mbarrier.arrive.shared::cluster returns no state: use the sink _")
+    targets_of = shared_targets(address, space, env)
     read_extra = None if extra is None else reader(extra, "u32", env)
 
     def run(m: Machine, lanes: Lanes) -> None:
-        offsets = offsets_of(m, lanes)
+        targets = targets_of(m, lanes)
         values = (None if read_extra is None
                   else np.broadcast_to(read_extra(m, lanes), (lanes.count,)))
         tokens = np.zeros(lanes.count, np.uint64)
         barriers = m.async_engine.barriers
-        for key, positions, ids in _grouped(m, lanes, offsets):
+        for key, positions, ids in _grouped(m, lanes, targets):
             thread = int(ids[positions[0]])
             if expect_tx:  # PTX ISA: expect-tx is performed before the arrive-on
                 barriers.expect_tx(key, int(values[positions].sum()), thread)
@@ -144,15 +146,17 @@ def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool) -> Step:
     dest, address, phase = inst.operands[:3]
     write = writer(dest, "pred", env)
     read_phase = reader(phase, "u32" if parity else "b64", env)
-    offsets_of = shared_offsets(address, space, env)
+    if space == "cluster":
+        raise Unsupported("mbarrier waits take a .shared::cta (or generic) address")
+    targets_of = shared_targets(address, space, env)
 
     def poll(m: Machine, lanes: Lanes) -> np.ndarray:
         engine = m.async_engine
         engine.tick()
-        offsets = offsets_of(m, lanes)
+        targets = targets_of(m, lanes)
         phases = np.broadcast_to(read_phase(m, lanes), (lanes.count,))
         done = np.zeros(lanes.count, np.bool_)
-        for key, positions, ids in _grouped(m, lanes, offsets):
+        for key, positions, ids in _grouped(m, lanes, targets):
             for p in np.unique(phases[positions]):
                 at = positions[phases[positions] == p]
                 thread = int(ids[at[0]])

@@ -23,7 +23,7 @@ from smalti.sim.operands import (
 )
 from smalti.sim.registry import Compute, Step, semantics
 
-SPACES = ("global", "shared", "shared::cta", "param", "local", "const")
+SPACES = ("global", "shared", "shared::cta", "shared::cluster", "param", "local", "const")
 ORDERINGS = ("relaxed", "acquire", "release")
 SCOPES = ("cta", "cluster", "gpu", "sys")
 AddressFn = Callable[[Machine, Lanes], np.ndarray]
@@ -32,8 +32,8 @@ AddressFn = Callable[[Machine, Lanes], np.ndarray]
 def _parse(inst: Instruction) -> tuple[str, int, str]:
     """(state space, vector length, element type) of an ld/st opcode."""
     mods = Modifiers(inst)
-    mods.hints()
     space = mods.one_of(SPACES, default="generic")
+    mods.hints()
     if mods.one_of(ORDERINGS):
         mods.one_of(SCOPES)
     vec = mods.one_of(("v2", "v4"))
@@ -43,7 +43,13 @@ def _parse(inst: Instruction) -> tuple[str, int, str]:
         raise Unsupported(f"the .{space} state space is not supported yet")
     if ptx_type == "pred" or ptx_type not in BITS:
         raise Unsupported(f"cannot load or store .{ptx_type}")
-    return ("shared" if space == "shared::cta" else space), int(vec[1:]) if vec else 1, ptx_type
+    return normal_space(space), int(vec[1:]) if vec else 1, ptx_type
+
+
+def normal_space(space: str) -> str:
+    """The simulator's name of a state space: "shared" (a CTA's own), "cluster" (any CTA of
+    the cluster, PTX's .shared::cluster), "global", "param", "local", "const" or "generic"."""
+    return {"shared::cta": "shared", "shared::cluster": "cluster"}.get(space, space)
 
 
 def _address(op, space: str, env: DecodeEnv) -> AddressFn:
@@ -55,7 +61,8 @@ def _address(op, space: str, env: DecodeEnv) -> AddressFn:
             width = env.register_bits(base)
             read = reader(base, "u64" if width == 64 else "u32", env)
             return lambda m, lanes: read(m, lanes).astype(np.uint64) + delta
-        case Symbol(name=name) if space in ("shared", "generic") and name in env.shared.offsets:
+        case Symbol(name=name) if space in ("shared", "cluster", "generic") and (
+                name in env.shared.offsets):
             address = np.uint64(env.shared.offsets[name]) + delta
             if space == "generic":
                 address = address + np.uint64(SHARED_WINDOW)
@@ -81,35 +88,36 @@ def _watch(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: La
            write: bool) -> None:
     """Hazard checks of an ld/st to shared memory (races, uninitialised bytes, async owners);
     called after the access, so its bounds are already checked."""
-    if m.async_engine is None or space not in ("shared", "generic"):
+    if m.async_engine is None or space not in ("shared", "cluster", "generic"):
         return
     if space == "generic":
-        inside = (addresses >= np.uint64(SHARED_WINDOW)) & (
-            addresses < np.uint64(SHARED_WINDOW + m.shared.size))
+        inside = m.shared.in_window(addresses)
         if not inside.any():
             return
         addresses = addresses[inside] - np.uint64(SHARED_WINDOW)
         lanes = lanes if inside.all() else _sub_lanes(lanes, inside)
-    m.async_engine.shared.access(addresses, nbytes, lanes, write)
+    flat = m.shared.flat(addresses, nbytes, lanes, "access", space != "shared")
+    threads = np.flatnonzero(lanes.mask) if lanes.index is None else lanes.index
+    hazards = m.async_engine.shared
+    (hazards.write if write else hazards.read)(flat, nbytes, threads)
 
 
 def _load(m: Machine, space: str, addresses: np.ndarray, elem: int, count: int,
           lanes: Lanes) -> np.ndarray:
     if space == "global":
         return m.global_memory.load(addresses, elem, count, lanes)
-    if space == "shared":
-        return m.shared.load(addresses, elem, count, lanes)
-    in_shared = (addresses >= np.uint64(SHARED_WINDOW)) & (
-        addresses < np.uint64(SHARED_WINDOW + m.shared.size))
+    if space in ("shared", "cluster"):
+        return m.shared.load(addresses, elem, count, lanes, space == "cluster")
+    in_shared = m.shared.in_window(addresses)
     if not in_shared.any():
         return m.global_memory.load(addresses, elem, count, lanes)
     if in_shared.all():
-        return m.shared.load(addresses - np.uint64(SHARED_WINDOW), elem, count, lanes)
+        return m.shared.load(addresses - np.uint64(SHARED_WINDOW), elem, count, lanes, True)
     out = np.empty((addresses.size, count), VIEW[f"b{elem * 8}"])
     out[~in_shared] = m.global_memory.load(addresses[~in_shared], elem, count,
                                            _sub_lanes(lanes, ~in_shared))
     out[in_shared] = m.shared.load(addresses[in_shared] - np.uint64(SHARED_WINDOW), elem,
-                                   count, _sub_lanes(lanes, in_shared))
+                                   count, _sub_lanes(lanes, in_shared), True)
     return out
 
 
@@ -118,14 +126,13 @@ def _store(m: Machine, space: str, addresses: np.ndarray, values: np.ndarray, el
     if space == "global":
         m.global_memory.store(addresses, values, elem, lanes)
         return
-    if space == "shared":
-        m.shared.store(addresses, values, elem, lanes)
+    if space in ("shared", "cluster"):
+        m.shared.store(addresses, values, elem, lanes, space == "cluster")
         return
-    in_shared = (addresses >= np.uint64(SHARED_WINDOW)) & (
-        addresses < np.uint64(SHARED_WINDOW + m.shared.size))
+    in_shared = m.shared.in_window(addresses)
     if in_shared.any():
         m.shared.store(addresses[in_shared] - np.uint64(SHARED_WINDOW), values[in_shared], elem,
-                       _sub_lanes(lanes, in_shared))
+                       _sub_lanes(lanes, in_shared), True)
     if not in_shared.all():
         m.global_memory.store(addresses[~in_shared], values[~in_shared], elem,
                               _sub_lanes(lanes, ~in_shared))

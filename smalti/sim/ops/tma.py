@@ -19,14 +19,14 @@ from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, address_parts, expect, reader
-from smalti.sim.ops.shared_address import shared_offsets, thread_ids
+from smalti.sim.ops.shared_address import shared_offsets, shared_targets, thread_ids
 from smalti.sim.registry import Compute, Step, semantics
 from smalti.sim.swizzle import swizzle
 from smalti.sim.tensormap import TENSOR_MAP_BYTES, TensorMap, lookup
 
 DIMS = {f"{n}d": n for n in range(1, 6)}
 REDUCTIONS = ("add", "min", "max", "and", "or", "xor", "inc", "dec")
-HINTS = ("L2::cache_hint", "multicast::cluster")
+HINTS = ("L2::cache_hint",)
 DST_ALIGN = 128  # PTX ISA: the shared memory of a tensor copy is 128-byte aligned
 
 
@@ -52,6 +52,7 @@ def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
     if rank is None:
         raise Unsupported("cp.async.bulk.tensor needs a .1d to .5d dimension modifier")
     mods.flag("tile")
+    multicast = mods.flag("multicast::cluster")
     for hint in HINTS:
         if mods.flag(hint):
             raise Unsupported(f".{hint} is not supported")
@@ -70,13 +71,15 @@ def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
         return _store(inst, env, rank, op)
     if reduce:
         raise Unsupported("cp.reduce.async.bulk.tensor writes to .global")
+    if multicast and spaces != ["shared::cluster", "global"]:
+        raise Unsupported(".multicast::cluster loads into .shared::cluster")
     if spaces not in (["shared::cluster", "global"], ["shared::cta", "global"]):
         raise Unsupported(f"unsupported direction in {inst.opcode}")
     mods.flag("tile")
     if not mods.flag("mbarrier::complete_tx::bytes"):
         raise Unsupported("tensor loads complete through .mbarrier::complete_tx::bytes")
     mods.done()
-    return _load(inst, env, rank)
+    return _load(inst, env, rank, multicast)
 
 
 def _tensor_operand(op, rank: int, env: DecodeEnv):
@@ -134,33 +137,62 @@ def _check_coords(tm: TensorMap, rank: int, thread: int, what: str) -> None:
         raise Fault(f"{what} is {rank}d but its tensor map has rank {tm.rank}", thread)
 
 
-def _load(inst: Instruction, env: DecodeEnv, rank: int) -> Step:
-    dst, tensor, bar = expect(inst.operands, 3)
+def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool) -> Step:
+    """A tensor load into the CTA `dst` names, or with .multicast::cluster into the same
+    CTA-relative offsets of `dst` and `bar` in every CTA of the cluster whose rank is set in
+    the 16-bit ctaMask (PTX ISA, cp.async.bulk.tensor): one queued copy per destination."""
+    operands = expect(inst.operands, 4 if multicast else 3)
+    dst, tensor, bar = operands[:3]
     where, coords = _tensor_operand(tensor, rank, env)
-    dst_of = shared_offsets(dst, "shared", env)
-    bar_of = shared_offsets(bar, "shared", env)
+    dst_of = shared_targets(dst, "cluster", env)
+    bar_of = shared_targets(bar, "cluster", env)
+    mask_of = reader(operands[3], "u16", env) if multicast else None
     what = f"the TMA load at line {inst.line}"
 
     def run(m: Machine, lanes: Lanes) -> None:
-        engine = m.async_engine
-        dsts, bars = dst_of(m, lanes), bar_of(m, lanes)
+        (dst_blocks, dsts), (bar_blocks, bars) = dst_of(m, lanes), bar_of(m, lanes)
         maps = _per_lane(where, m, lanes, np.uint64)
         cs = [_per_lane(c, m, lanes, np.int64) for c in coords]
+        masks = None if mask_of is None else _per_lane(mask_of, m, lanes, np.int64)
         for i, thread in enumerate(thread_ids(lanes)):
             thread = int(thread)
             tm = _tensor_map(m, int(maps[i]), thread, lanes)
             _check_coords(tm, rank, thread, what)
-            block = int(m.geometry.block_of[thread])
-            key = (block, int(bars[i]))
-            engine.barriers.get(key, thread)
-            idx = _box_bytes(m, tm, block, int(dsts[i]), thread, what)
-            engine.shared.async_write(idx, thread, what)
-            op = AsyncOp(engine.new_id(), what, lambda: None)
-            op.run = _landing(m, op, tm, tuple(int(c[i]) for c in cs), idx, key, thread)
-            engine.own(op, idx, reads=True)
-            engine.issue(op)
+            point = tuple(int(c[i]) for c in cs)
+            if masks is None:
+                targets = [(int(dst_blocks[i]), int(bar_blocks[i]))]
+            else:
+                targets = _multicast_targets(m, thread, int(masks[i]), what)
+            for dst_block, bar_block in targets:
+                _issue_load(m, tm, point, (dst_block, int(dsts[i])),
+                            (bar_block, int(bars[i])), thread, what)
 
     return Compute(run)
+
+
+def _multicast_targets(m: Machine, thread: int, mask: int, what: str) -> list[tuple[int, int]]:
+    """(block, block) of each CTA in the ctaMask of a multicast issued by `thread`."""
+    geometry = m.geometry
+    size = geometry.cluster_size
+    if mask == 0 or mask >> size:
+        raise Fault(f"{what}: ctaMask {mask:#x} must name CTAs among the cluster's {size}",
+                    thread)
+    block = int(geometry.block_of[thread])
+    ranks = [r for r in range(size) if mask >> r & 1]
+    return [(int(geometry.peer(block, r)),) * 2 for r in ranks]
+
+
+def _issue_load(m: Machine, tm: TensorMap, point: tuple[int, ...], dst: tuple[int, int],
+                key: tuple[int, int], thread: int, what: str) -> None:
+    """Queue one tile copy into shared memory of block dst[0] at offset dst[1]."""
+    engine = m.async_engine
+    engine.barriers.get(key, thread)
+    idx = _box_bytes(m, tm, dst[0], dst[1], thread, what)
+    engine.shared.async_write(idx, thread, what)
+    op = AsyncOp(engine.new_id(), what, lambda: None)
+    op.run = _landing(m, op, tm, point, idx, key, thread)
+    engine.own(op, idx, reads=True)
+    engine.issue(op)
 
 
 def _landing(m: Machine, op: AsyncOp, tm: TensorMap, coords: tuple[int, ...],

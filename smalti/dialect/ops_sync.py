@@ -1,0 +1,107 @@
+"""Synchronisation ops: mbarrier arrays in shared memory, and the warpgroup barrier.
+
+    "smalti.initialize_barrier"(%bars) {arrival_count = 1 : i64}
+    "smalti.arrive"(%bars, %i)
+    "smalti.arrive_expect_tx"(%bars, %i) {bytes = 32768 : i64}
+    "smalti.wait"(%bars, %i, %parity)
+    "smalti.warpgroup_barrier"()
+
+`%bars` is a `memref<Nxi64, #gpu.address_space<workgroup>>` (from slice_smem); `%i` an
+index selecting one of its N barriers; `%parity` an i1, i32 or index (its low bit counts).
+"""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.diagnostics import error_at
+from smalti.dialect.ops import SmaltiOp, _register, constant_index
+from smalti.dialect.ops_memory import check_index, check_smem_ref, int_attr
+
+MAX_ARRIVAL_COUNT = (1 << 20) - 1  # PTX ISA: mbarrier.init count range
+MAX_TX_BYTES = (1 << 20) - 1
+
+
+def check_barriers(op: ir.Operation, value: ir.Value) -> int:
+    """`value` is a 1-D SMEM array of i64 mbarriers; their number."""
+    ref = check_smem_ref(op, value, "the barriers")
+    if ref.rank != 1 or str(ref.element_type) != "i64":
+        raise error_at(op, f"expects barriers as memref<Nxi64, #gpu.address_space<workgroup>>, "
+                           f"got {ref}")
+    return ref.shape[0]
+
+
+def _check_barrier_index(op: ir.Operation, count: int, index: ir.Value) -> None:
+    check_index(op, index, "the barrier index")
+    value = constant_index(index)
+    if value is not None and not 0 <= value < count:
+        raise error_at(op, f"barrier index {value} is out of bounds for {count} barriers")
+
+
+@_register
+class InitializeBarrierOp(SmaltiOp):
+    """Initialise every barrier of the array with `arrival_count` (one thread, then a fence
+    and a block barrier)."""
+
+    OPERATION_NAME = "smalti.initialize_barrier"
+
+    def verify_op(self) -> None:
+        op = self.operation
+        self._expect_counts(1, 0)
+        check_barriers(op, op.operands[0])
+        count = int_attr(op, "arrival_count", 1)
+        if count > MAX_ARRIVAL_COUNT:
+            raise error_at(op, f"'arrival_count' {count} exceeds {MAX_ARRIVAL_COUNT}")
+
+
+@_register
+class ArriveOp(SmaltiOp):
+    """Every thread of the warpgroup arrives on barrier i."""
+
+    OPERATION_NAME = "smalti.arrive"
+
+    def verify_op(self) -> None:
+        op = self.operation
+        self._expect_counts(2, 0)
+        _check_barrier_index(op, check_barriers(op, op.operands[0]), op.operands[1])
+
+
+@_register
+class ArriveExpectTxOp(SmaltiOp):
+    """One thread announces `bytes` of transactions and arrives on barrier i."""
+
+    OPERATION_NAME = "smalti.arrive_expect_tx"
+
+    def verify_op(self) -> None:
+        op = self.operation
+        self._expect_counts(2, 0)
+        _check_barrier_index(op, check_barriers(op, op.operands[0]), op.operands[1])
+        count = int_attr(op, "bytes", 1)
+        if count > MAX_TX_BYTES:
+            raise error_at(op, f"'bytes' {count} exceeds the tx-count limit {MAX_TX_BYTES}")
+
+
+@_register
+class WaitOp(SmaltiOp):
+    """Wait until the phase of barrier i with the given parity has completed."""
+
+    OPERATION_NAME = "smalti.wait"
+
+    def verify_op(self) -> None:
+        op = self.operation
+        self._expect_counts(3, 0)
+        _check_barrier_index(op, check_barriers(op, op.operands[0]), op.operands[1])
+        parity = op.operands[2].type
+        if not (isinstance(parity, ir.IndexType) or (isinstance(parity, ir.IntegerType)
+                                                     and ir.IntegerType(parity).width <= 32)):
+            raise error_at(op, f"parity must be an i1, i32 or index, got {parity}")
+
+
+@_register
+class WarpgroupBarrierOp(SmaltiOp):
+    """The 128 threads of the warpgroup meet (a named bar.sync)."""
+
+    OPERATION_NAME = "smalti.warpgroup_barrier"
+
+    def verify_op(self) -> None:
+        self._expect_counts(0, 0)

@@ -1,0 +1,357 @@
+"""Shared memory: slices of the one dynamic buffer, transforms, and vector_load/vector_store.
+
+A kernel's slices all carve `.extern .shared .align 1024 .b8 smalti_smem[]` at constant byte
+offsets. A logical index reaches its byte through the ref's transforms, computed in PTX:
+tile (quotient and remainder per tiled dim), transpose (a permutation), row-major offset
+of the physical shape, then the swizzle XOR of the 16-byte chunk bits with the row bits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.attributes import attr_to_transforms
+from smalti.dialect.diagnostics import error_at
+from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.registry import lowering_rule
+from smalti.lowering.values import (
+    ElementType,
+    FragmentedArray,
+    ScalarValue,
+    element_type,
+    elements_per_register,
+)
+from smalti.ptx import Address, Immediate, Register, Symbol, VectorOperand
+from smalti.tiling import (
+    Distribution,
+    Layout,
+    LayoutError,
+    SwizzleTransform,
+    TileTransform,
+    Transform,
+    TransposeTransform,
+    WGSplatLayout,
+    physical_shape,
+)
+
+SMEM_SYMBOL = "smalti_smem"
+SMEM_ALIGN = 1024  # the 128-byte swizzle pattern repeats every 1024 bytes
+MAX_ACCESS_BYTES = 16
+
+
+@dataclass(frozen=True)
+class SmemRef:
+    """A shared-memory ref: a byte offset into the dynamic buffer, shape and transforms."""
+
+    offset: int
+    shape: tuple[int, ...]
+    element: ElementType
+    transforms: tuple[Transform, ...] = ()
+
+    @property
+    def size_bytes(self) -> int:
+        return math.prod(self.shape) * self.element.bytes
+
+    @property
+    def swizzle(self) -> int | None:
+        last = self.transforms[-1] if self.transforms else None
+        return last.swizzle_bytes if isinstance(last, SwizzleTransform) else None
+
+
+def smem_ref(ctx: LoweringContext, op: ir.Operation, value: ir.Value) -> SmemRef:
+    lowered = ctx.values.get(value)
+    if not isinstance(lowered, SmemRef):
+        raise error_at(op, f"expects a shared-memory ref from smalti.slice_smem, got {value.type}")
+    return lowered
+
+
+def smem_base(ctx: LoweringContext) -> Register:
+    """The shared-window address of the dynamic buffer (declared on first use), as .u32."""
+    if "smem_declared" not in ctx.kernel_state:
+        ctx.builder.shared(SMEM_SYMBOL, None, align=SMEM_ALIGN)
+        ctx.kernel_state["smem_declared"] = True
+    if "smem_base" not in ctx.cache:
+        ctx.cache["smem_base"] = ctx.builder.compute("mov.u32", "u32", Symbol(SMEM_SYMBOL))
+    return ctx.cache["smem_base"]
+
+
+def smem_address(ctx: LoweringContext, ref: SmemRef, extra: int = 0) -> Register:
+    """The .u32 shared address of byte `extra` of `ref` (memoised)."""
+    key = ("smem_address", ref.offset + extra)
+    if key not in ctx.cache:
+        base = smem_base(ctx)
+        ctx.cache[key] = (base if ref.offset + extra == 0 else
+                          ctx.builder.compute("add.u32", "u32", base, ref.offset + extra))
+    return ctx.cache[key]
+
+
+def _element(op: ir.Operation, value: ir.Value) -> ElementType:
+    element = element_type(ir.MemRefType(value.type).element_type)
+    if element is None:
+        raise error_at(op, f"shared-memory refs of {value.type} are not supported")
+    return element
+
+
+def _transforms(op: ir.Operation, index: int) -> tuple[Transform, ...]:
+    if "out_transforms" not in op.attributes:
+        raise error_at(op, "has no 'out_transforms': run smalti-infer-layouts before lowering")
+    return tuple(attr_to_transforms(op.attributes["out_transforms"][index]))
+
+
+def _check_alignment(op: ir.Operation, ref: SmemRef) -> None:
+    try:
+        physical_shape(ref.transforms, ref.shape, ref.element.bytes)
+    except LayoutError as error:
+        raise error_at(op, f"transforms do not apply: {error}") from None
+    if ref.swizzle is not None and ref.offset % (8 * ref.swizzle):
+        raise error_at(op, f"a {ref.swizzle}-byte swizzled ref must start on a multiple of "
+                           f"{8 * ref.swizzle} bytes, this one starts at {ref.offset}")
+
+
+@lowering_rule("smalti.slice_smem")
+def _slice_smem(ctx: LoweringContext, op: ir.Operation) -> None:
+    offset = ctx.scalar(op, op.operands[0]).constant
+    if not isinstance(offset, int):
+        raise error_at(op, "expects a constant offset")
+    result = op.results[0]
+    ref = SmemRef(offset, tuple(ir.MemRefType(result.type).shape), _element(op, result),
+                  _transforms(op, 0))
+    _check_alignment(op, ref)
+    smem_base(ctx)
+    ctx.set(result, ref)
+
+
+@lowering_rule("smalti.with_transforms")
+def _with_transforms(ctx: LoweringContext, op: ir.Operation) -> None:
+    source = smem_ref(ctx, op, op.operands[0])
+    ref = SmemRef(source.offset, source.shape, source.element,
+                  tuple(attr_to_transforms(op.attributes["transforms"])))
+    _check_alignment(op, ref)
+    ctx.set(op.results[0], ref)
+
+
+def static_offset(ref: SmemRef, index: Sequence[int], swizzled: bool = True) -> int:
+    """The byte offset (from the ref's start) of a logical element known at compile time."""
+    idx = list(index)
+    shape = list(ref.shape)
+    for transform in ref.transforms:
+        match transform:
+            case TileTransform(tiling=tile):
+                k = len(tile)
+                head, tail, tshape = idx[:-k], idx[-k:], shape[-k:]
+                idx = [*head, *(i // t for i, t in zip(tail, tile, strict=True)),
+                       *(i % t for i, t in zip(tail, tile, strict=True))]
+                shape = [*shape[:-k], *(s // t for s, t in zip(tshape, tile, strict=True)),
+                         *tile]
+            case TransposeTransform(permutation=perm):
+                idx, shape = [idx[p] for p in perm], [shape[p] for p in perm]
+    offset = sum(i * math.prod(shape[j + 1:]) for j, i in enumerate(idx)) * ref.element.bytes
+    if swizzled and ref.swizzle is not None:
+        offset ^= ((offset >> 7) & (ref.swizzle // 16 - 1)) << 4
+    return offset
+
+
+# vector_load / vector_store on shared memory.
+
+def _u32(ctx: LoweringContext, scalar: ScalarValue) -> Register | Immediate:
+    if scalar.constant is not None:
+        return Immediate(int(scalar.constant))
+    return ctx.builder.compute("cvt.u32.u64", "u32", scalar.operand)
+
+
+def _thread_parts(ctx: LoweringContext, dist: Distribution) -> list[Register | None]:
+    """Per dim, this thread's index part (sum of the layout's thread terms), as .u32."""
+    b = ctx.builder
+    parts: list[Register | None] = [None] * len(dist.shape)
+    for term in dist.thread_terms:
+        key = ("smem_thread_term", term)
+        if key not in ctx.cache:
+            part = ctx.thread_index()
+            if term.divisor > 1:
+                part = b.compute("div.u32", "u32", part, term.divisor)
+            if term.divisor * term.modulus < 128:
+                part = b.compute("rem.u32", "u32", part, term.modulus)
+            if term.scale != 1:
+                part = b.compute("mul.lo.u32", "u32", part, term.scale)
+            ctx.cache[key] = part
+        part = ctx.cache[key]
+        previous = parts[term.dim]
+        parts[term.dim] = part if previous is None else b.compute("add.u32", "u32", previous,
+                                                                   part)
+    return parts
+
+
+Index = Register | int  # a register (.u32) or a value known when lowering
+
+
+def _div_mod(ctx: LoweringContext, value: Index, divisor: int) -> tuple[Index, Index]:
+    b = ctx.builder
+    if isinstance(value, int):
+        return value // divisor, value % divisor
+    if divisor & (divisor - 1) == 0:
+        return (b.compute("shr.u32", "u32", value, divisor.bit_length() - 1),
+                b.compute("and.b32", "u32", value, divisor - 1))
+    return b.compute("div.u32", "u32", value, divisor), b.compute("rem.u32", "u32", value,
+                                                                   divisor)
+
+
+def physical_offset(ctx: LoweringContext, ref: SmemRef, index: Sequence[Index]) -> Index:
+    """The byte offset of logical `index` through the transforms, swizzle included: PTX
+    for what depends on registers, folded for what does not."""
+    b = ctx.builder
+    idx: list[Index] = list(index)
+    shape = list(ref.shape)
+    for transform in ref.transforms:
+        match transform:
+            case TileTransform(tiling=tile):
+                k = len(tile)
+                pairs = [_div_mod(ctx, i, t) for i, t in zip(idx[-k:], tile, strict=True)]
+                idx = [*idx[:-k], *(q for q, _ in pairs), *(r for _, r in pairs)]
+                shape = [*shape[:-k], *(s // t for s, t in zip(shape[-k:], tile, strict=True)),
+                         *tile]
+            case TransposeTransform(permutation=perm):
+                idx, shape = [idx[p] for p in perm], [shape[p] for p in perm]
+    static, offset = 0, None
+    for j, i in enumerate(idx):
+        stride = math.prod(shape[j + 1:]) * ref.element.bytes
+        if isinstance(i, int):
+            static += i * stride
+        elif offset is None:
+            offset = b.compute("mul.lo.u32", "u32", i, stride)
+        else:
+            offset = b.compute("mad.lo.u32", "u32", i, stride, offset)
+    mask = ref.swizzle // 16 - 1 if ref.swizzle is not None else 0
+    if offset is None:
+        return static ^ (((static >> 7) & mask) << 4)
+    if static:
+        offset = b.compute("add.u32", "u32", offset, static)
+    if mask:
+        row = b.compute("shr.u32", "u32", offset, 7)
+        row = b.compute("and.b32", "u32", row, mask)
+        row = b.compute("shl.b32", "u32", row, 4)
+        offset = b.compute("xor.b32", "u32", offset, row)
+    return offset
+
+
+def _contiguous_run(ref: SmemRef, dist: Distribution) -> int:
+    """Elements of a register vector that lie at consecutive physical bytes."""
+    last = len(ref.shape) - 1
+    if dist.vector_dim != last or dist.vector_step != 1:
+        return 1
+    run = dist.vector_length
+    for transform in ref.transforms:
+        match transform:
+            case TransposeTransform(permutation=perm) if perm[-1] != len(perm) - 1:
+                return 1
+            case TileTransform(tiling=tile):
+                run = math.gcd(run, tile[-1])
+    if ref.swizzle is not None:
+        run = math.gcd(run, 16 // ref.element.bytes)
+    return run
+
+
+def _accesses(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: list[ir.Value],
+              layout: Layout, shape: tuple[int, ...]):
+    """(register vector, first element, count, address register) per ld/st.shared."""
+    if isinstance(layout, WGSplatLayout):
+        raise error_at(op, "cannot access memory with a splat layout")
+    dist = layout.distribution(shape)
+    if not dist.separable:
+        raise error_at(op, "this layout does not split into thread and register parts over "
+                           f"{list(shape)}; shared-memory accesses need it to")
+    bases = [ctx.scalar(op, v) for v in indices]
+    last = len(shape) - 1
+    alignment = math.gcd(*(o[last] for o in dist.register_origins),
+                         *(t.scale for t in dist.thread_terms if t.dim == last),
+                         *(s.divisor if s.constant is None else int(s.constant)
+                           for s in bases[last:]))
+    alignment = alignment or dist.vector_length
+    run = _contiguous_run(ref, dist)
+    width = 1
+    while (run % (width * 2) == 0 and alignment % (width * 2) == 0
+           and width * 2 * ref.element.bytes <= MAX_ACCESS_BYTES):
+        width *= 2
+    threads = _thread_parts(ctx, dist)
+    b = ctx.builder
+    uniform = [_u32(ctx, s) for s in bases]
+    base = smem_address(ctx, ref)
+    for register, origin in enumerate(dist.register_origins):
+        for first in range(0, dist.vector_length, width):
+            index: list[Index] = []
+            for d in range(len(shape)):
+                static = origin[d] + (first * dist.vector_step if d == dist.vector_dim else 0)
+                known = uniform[d]
+                value: Index = static
+                if isinstance(known, Immediate):
+                    value = static + int(known.value)
+                else:
+                    value = known if static == 0 else b.compute("add.u32", "u32", known, static)
+                part = threads[d]
+                if part is not None:
+                    value = part if value == 0 else b.compute("add.u32", "u32", part, value)
+                index.append(value)
+            offset = physical_offset(ctx, ref, index)
+            address = (Address(base, offset) if isinstance(offset, int)
+                       else Address(b.compute("add.u32", "u32", base, offset)))
+            yield register, first, width, address
+
+
+def _access_type(pack: int, element: ElementType, register_type: str, count: int
+                 ) -> tuple[str, int]:
+    if pack == 2:
+        return "b32", count // 2
+    return ("f32" if register_type == "f32" else f"b{element.bits}"), count
+
+
+def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
+    """vector_load from a shared-memory ref."""
+    result = op.results[0]
+    shape = tuple(ir.VectorType(result.type).shape)
+    layout = layouts_of(op, "out_layouts", 1)[0]
+    ref = smem_ref(ctx, op, op.operands[0])
+    dist = layout.distribution(shape)
+    pack = elements_per_register(ref.element, dist.vector_length)
+    register_type = ref.element.packed if pack == 2 else ref.element.scalar
+    vectors: list[list[Register]] = [[] for _ in range(dist.num_registers)]
+    b = ctx.builder
+    for register, _, count, address in _accesses(ctx, op, ref, list(op.operands)[1:], layout,
+                                                 shape):
+        if count < pack:
+            raise error_at(op, "packed 16-bit elements that are not adjacent in shared memory "
+                               "are not supported")
+        unit, units = _access_type(pack, ref.element, register_type, count)
+        registers = [b.reg(register_type) for _ in range(units)]
+        destination = VectorOperand(tuple(registers)) if units > 1 else registers[0]
+        b.emit(f"ld.shared{f'.v{units}' if units > 1 else ''}.{unit}", destination, address)
+        vectors[register].extend(registers)
+    ctx.set(result, FragmentedArray(layout, shape, ref.element, tuple(map(tuple, vectors)),
+                                    dist.vector_length))
+
+
+def store_smem(ctx: LoweringContext, op: ir.Operation) -> None:
+    """vector_store to a shared-memory ref."""
+    array = ctx.array(op, op.operands[0])
+    layout = layouts_of(op, "in_layouts", 1)[0]
+    if array.layout != layout:
+        raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
+                           f"{layout}")
+    ref = smem_ref(ctx, op, op.operands[1])
+    b = ctx.builder
+    for register, first, count, address in _accesses(ctx, op, ref, list(op.operands)[2:],
+                                                     layout, array.shape):
+        if count < array.pack:
+            raise error_at(op, "packed 16-bit elements that are not adjacent in shared memory "
+                               "are not supported")
+        unit, units = _access_type(array.pack, ref.element, array.register_type, count)
+        start = first // array.pack
+        sources = array.vectors[register][start:start + units]
+        source = VectorOperand(tuple(sources)) if units > 1 else sources[0]
+        b.emit(f"st.shared{f'.v{units}' if units > 1 else ''}.{unit}", address, source)
+
+
+def is_smem_value(ctx: LoweringContext, value: ir.Value) -> bool:
+    return isinstance(ctx.values.get(value), SmemRef)
