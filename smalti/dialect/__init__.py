@@ -1,6 +1,11 @@
 """The smalti MLIR dialect: ops, layout attributes, kernel conventions and verifiers."""
 
-from smalti.dialect import ops_memory, ops_mma, ops_sync  # noqa: F401  (registers the ops)
+from smalti.dialect import (  # noqa: F401  (registers the ops)
+    ops_compute,
+    ops_memory,
+    ops_mma,
+    ops_sync,
+)
 from smalti.dialect.attributes import (
     LayoutAttrError,
     attr_to_layout,

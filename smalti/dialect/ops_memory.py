@@ -78,6 +78,10 @@ def int_attr(op: ir.Operation, name: str, minimum: int) -> int:
     return value
 
 
+def _row_major(shape: list[int]) -> list[int]:
+    return [math.prod(shape[i + 1:]) for i in range(len(shape))]
+
+
 def slice_end(op: ir.Operation) -> int | None:
     """The byte after a slice_smem's slice, when its offset and type are well formed."""
     offset = constant_index(op.operands[0]) if len(op.operands) == 1 else None
@@ -106,7 +110,7 @@ class SliceSmemOp(SmaltiOp):
         if offset is None:
             raise error_at(op, "expects a constant offset (an arith.constant of type index)")
         ref = check_smem_ref(op, op.results[0], "the result")
-        if ref.get_strides_and_offset()[1] != 0 or not ref.layout.is_identity:
+        if ref.get_strides_and_offset() != (_row_major(list(ref.shape)), 0):
             raise error_at(op, f"expects a contiguous row-major result, got {ref}")
         if offset < 0 or offset % SMEM_ALIGNMENT:
             raise error_at(op, f"offset {offset} must be a non-negative multiple of "

@@ -415,3 +415,86 @@ def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
             break
         ctx.require(ref, lambda t, s=shape, e=size: wgmma_operand_problem(t, s, e),
                     "wgmma reads this operand from shared memory")
+
+
+@rule("smalti.broadcast_in_dim")
+def _broadcast_in_dim(ctx: RuleContext, op: ir.Operation) -> None:
+    """The operand's layout carried to the result, the unlisted dims being the new ones."""
+    source, result = op.operands[0], op.results[0]
+    shape = tuple(ir.VectorType(source.type).shape)
+    new_shape = tuple(ir.VectorType(result.type).shape)
+    dims = tuple(int(d) for d in ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"]))
+    added = tuple(d for d in range(len(new_shape)) if d not in dims)
+    stretched = tuple(d for i, d in enumerate(dims) if shape[i] == 1 and new_shape[d] != 1)
+    ctx.derive(result, source, Broadcast(shape, new_shape, added, stretched),
+               "broadcast_in_dim replicates its operand's layout along the new dims")
+
+
+@rule("smalti.iota")
+def _iota(ctx: RuleContext, op: ir.Operation) -> None:
+    """Any distributed layout works (each thread computes its indices); strided is widest."""
+    result = op.results[0]
+    var = ctx.var(result)
+    strided = widest_strided_layout(var.shape, var.bitwidth)
+    if strided is not None:
+        ctx.hint(result, strided, TOLERATED, "iota is cheapest in a wide strided layout")
+    ctx.allow(result, MEMORY_LAYOUT_KINDS, "iota holds distinct values, not a splat")
+
+
+@rule("smalti.optimization_barrier")
+def _optimization_barrier(ctx: RuleContext, op: ir.Operation) -> None:
+    """Each result is its operand: one layout."""
+    for operand, result in zip(op.operands, op.results, strict=True):
+        if is_vector(result):
+            ctx.equal(operand, result, "optimization_barrier passes values through")
+
+
+# Strided slices: whole register vectors of a tiled layout (or a splat) move as they are.
+
+def _slice_alignment(offsets: tuple[int, ...], sizes: tuple[int, ...], shape: tuple[int, ...]
+                     ) -> Callable[[object], str | None]:
+    """A test that a slice consists of whole tiles of the layout's first tiling level."""
+
+    def test(layout: object) -> str | None:
+        if isinstance(layout, WGSplatLayout):
+            return None
+        if not isinstance(layout, TiledLayout):
+            return "only tiled and splat layouts can be sliced without moving data"
+        tile = layout.tiling.tiles[0]
+        for dim, size in zip(range(len(shape) - len(tile), len(shape)), tile, strict=True):
+            if offsets[dim] % size or sizes[dim] % size:
+                return (f"the slice [{offsets[dim]}, {offsets[dim] + sizes[dim]}) of dim {dim} "
+                        f"cuts through the layout's {list(tile)} tiles")
+        return None
+
+    return test
+
+
+def _slice_geometry(op: ir.Operation, large: ir.Value) -> tuple[tuple[int, ...], ...]:
+    shape = tuple(ir.VectorType(large.type).shape)
+    offsets = tuple(int(ir.IntegerAttr(a).value) for a in op.attributes["offsets"])
+    offsets = offsets + (0,) * (len(shape) - len(offsets))
+    return shape, offsets
+
+
+@rule("vector.extract_strided_slice")
+def _extract_strided_slice(ctx: RuleContext, op: ir.Operation) -> None:
+    """The slice keeps the layout of its source; it must be made of whole tiles."""
+    source, result = op.operands[0], op.results[0]
+    shape, offsets = _slice_geometry(op, source)
+    sizes = tuple(ir.VectorType(result.type).shape)
+    ctx.equal(source, result, "a slice keeps its source's layout")
+    ctx.require(source, _slice_alignment(offsets, sizes, shape),
+                "vector.extract_strided_slice takes whole tiles")
+
+
+@rule("vector.insert_strided_slice")
+def _insert_strided_slice(ctx: RuleContext, op: ir.Operation) -> None:
+    """The inserted value, the destination and the result share a layout; whole tiles."""
+    source, destination, result = op.operands[0], op.operands[1], op.results[0]
+    shape, offsets = _slice_geometry(op, destination)
+    sizes = tuple(ir.VectorType(source.type).shape)
+    ctx.equal(source, result, "an inserted slice has its destination's layout")
+    ctx.equal(destination, result, "insert_strided_slice keeps the destination's layout")
+    ctx.require(destination, _slice_alignment(offsets, sizes, shape),
+                "vector.insert_strided_slice writes whole tiles")

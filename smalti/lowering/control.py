@@ -26,7 +26,8 @@ from smalti.lowering.values import (
     elements_per_register,
     fragment_geometry,
 )
-from smalti.ptx import Guard, Immediate, Operand, Register
+from smalti.ptx import Guard, Immediate, Register
+from smalti.ptx.module import Operand
 
 I1 = ELEMENT_TYPES["i1"]
 INDEX = ELEMENT_TYPES["index"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import kernel_functions, kernel_signature
 from smalti.lowering import (  # noqa: F401  (registers rules)
+    barriers,
     control,
     elementwise,
     layout,
@@ -14,12 +17,16 @@ from smalti.lowering import (  # noqa: F401  (registers rules)
     reductions,
     scalar,
     shape,
+    slices,
+    smem,
+    tma,
+    wgmma,
 )
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import RULES
 from smalti.lowering.values import ELEMENT_TYPES, BufferValue, LoweredValue, ScalarValue
 from smalti.ptx import Address, KernelBuilder, Module
-from smalti.ptx.module import Kernel
+from smalti.ptx.module import Kernel, SharedDecl
 
 PTX_VERSION = "8.0"
 TARGET = "sm_90a"
@@ -31,7 +38,22 @@ def lower_module(module: ir.Operation) -> Module:
     if not kernels:
         raise error_at(module.location, "no kernel to lower: mark a func.func with "
                                         "'smalti.kernel'")
-    return Module(version=PTX_VERSION, target=TARGET, kernels=kernels)
+    kernels, dynamic = _hoist_dynamic_shared(kernels)
+    return Module(version=PTX_VERSION, target=TARGET, kernels=kernels, globals=dynamic)
+
+
+def _hoist_dynamic_shared(kernels: tuple[Kernel, ...]
+                          ) -> tuple[tuple[Kernel, ...], tuple[SharedDecl, ...]]:
+    """`.extern .shared` (dynamic) buffers live at module scope, once per name."""
+    dynamic: dict[str, SharedDecl] = {}
+    hoisted = []
+    for kernel in kernels:
+        for decl in kernel.shared:
+            if decl.size is None:
+                dynamic.setdefault(decl.name, decl)
+        hoisted.append(dataclasses.replace(
+            kernel, shared=tuple(d for d in kernel.shared if d.size is not None)))
+    return tuple(hoisted), tuple(dynamic.values())
 
 
 def lower_kernel(func: ir.Operation) -> Kernel:
@@ -57,6 +79,7 @@ def lower_kernel(func: ir.Operation) -> Kernel:
         else:
             reg = builder.compute(f"ld.param.{element.scalar}", element.scalar, Address(param))
             ctx.set(value, ScalarValue(reg, element, 1))
+    tma.declare_tensor_maps(ctx, func)
     lower_block(ctx, entry)
     return builder.build()
 

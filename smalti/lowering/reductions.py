@@ -31,7 +31,8 @@ from smalti.lowering.values import (
     elements_per_register,
     fragment_geometry,
 )
-from smalti.ptx import Address, Guard, Immediate, Operand, Register, VectorOperand
+from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
+from smalti.ptx.module import Operand
 from smalti.tiling import WARP_SIZE, WARPGROUP_SIZE, Distribution, WGSplatLayout
 
 FLOAT_KINDS = {"add": "add.rn", "mul": "mul.rn", "maximumf": "max.NaN",

@@ -320,9 +320,13 @@ def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
     b = ctx.builder
     for register, _, count, address in _accesses(ctx, op, ref, list(op.operands)[1:], layout,
                                                  shape):
-        if count < pack:
-            raise error_at(op, "packed 16-bit elements that are not adjacent in shared memory "
-                               "are not supported")
+        if count < pack:  # one 16-bit half of a packed pair: pack once both are loaded
+            vectors[register].append(b.compute("ld.shared.b16", "b16", address))
+            if len(vectors[register]) % 2 == 0 and vectors[register][-2].type == "b16":
+                packed = b.reg("b32")
+                b.emit("mov.b32", packed, VectorOperand(tuple(vectors[register][-2:])))
+                vectors[register][-2:] = [packed]
+            continue
         unit, units = _access_type(pack, ref.element, register_type, count)
         registers = [b.reg(register_type) for _ in range(units)]
         destination = VectorOperand(tuple(registers)) if units > 1 else registers[0]
@@ -343,9 +347,11 @@ def store_smem(ctx: LoweringContext, op: ir.Operation) -> None:
     b = ctx.builder
     for register, first, count, address in _accesses(ctx, op, ref, list(op.operands)[2:],
                                                      layout, array.shape):
-        if count < array.pack:
-            raise error_at(op, "packed 16-bit elements that are not adjacent in shared memory "
-                               "are not supported")
+        if count < array.pack:  # one 16-bit half of a packed pair
+            halves = (b.reg("b16"), b.reg("b16"))
+            b.emit("mov.b32", VectorOperand(halves), array.vectors[register][first // 2])
+            b.emit("st.shared.b16", address, halves[first % 2])
+            continue
         unit, units = _access_type(array.pack, ref.element, array.register_type, count)
         start = first // array.pack
         sources = array.vectors[register][start:start + units]

@@ -24,7 +24,8 @@ from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, smem_address, smem_ref, static_offset
 from smalti.lowering.values import ELEMENT_TYPES
-from smalti.ptx import Address, Guard, Immediate, Symbol, TensorAddress, VectorOperand
+from smalti.ptx import Address, Guard, Immediate, Symbol, VectorOperand
+from smalti.ptx.module import TensorAddress
 from smalti.tiling import (
     SwizzleTransform,
     TileTransform,

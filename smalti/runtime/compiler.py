@@ -57,7 +57,7 @@ def compile_module(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
     with module.context:
         run_pipeline(module, pipeline, after_pass=dumper.after_pass if dumper else None)
         ptx = dataclasses.replace(lower_module(module), target=arch)
-        signatures = {s.name: s for s in map(kernel_signature, kernel_functions(module))}
+        signatures = {s.name: s for s in map(_signature, kernel_functions(module))}
     if kernel is not None:
         ptx = dataclasses.replace(ptx, kernels=(ptx.kernel(kernel),))
         signatures = {kernel: signatures[kernel]}
@@ -65,6 +65,13 @@ def compile_module(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
     if dumper is not None:
         dumper.write("ptx", text)
     return CompiledModule(text, signatures, arch, dumper)
+
+
+def _signature(func: ir.Operation) -> KernelSignature:
+    """The kernel's signature with the tensor maps its lowering takes as parameters."""
+    from smalti.lowering.tma import tensor_map_records
+
+    return dataclasses.replace(kernel_signature(func), tensor_maps=tensor_map_records(func))
 
 
 def compile_mlir(text: str, source_name: str = "<string>", *, arch: str = DEFAULT_ARCH,

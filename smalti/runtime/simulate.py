@@ -49,10 +49,15 @@ def check_arguments(signature: KernelSignature, args: tuple) -> list:
     return checked
 
 
-def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None) -> list:
-    """Run `kernel` on copies of `args`; return the arguments after the run (buffers updated)."""
+def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None, **options) -> list:
+    """Run `kernel` on copies of `args`; return the arguments after the run (buffers updated).
+    `options` go to `smalti.sim.run_ptx` (async_completion, seed, spurious_waits)."""
     signature = compiled.signature(kernel)
     buffers = [a.copy() if isinstance(a, np.ndarray) else a
                for a in check_arguments(signature, args)]
-    run_ptx(compiled.ptx, signature.name, signature.grid, signature.block, buffers)
+    from smalti.runtime.tensor_maps import sim_tensor_maps
+
+    run_ptx(compiled.ptx, signature.name, signature.grid, signature.block,
+            [*buffers, *sim_tensor_maps(signature, buffers)], shared_bytes=signature.smem_bytes,
+            **options)
     return buffers

@@ -9,7 +9,8 @@ UINT_OF_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 SINT_OF_BITS = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 # How instruction semantics see the bits of each scalar PTX type. Packed types (f16x2,
-# bf16x2) are seen as their 32-bit container and split by the ops that use them.
+# bf16x2, and the fp8 pairs e4m3x2/e5m2x2) are seen as their container and split by the ops
+# that use them.
 VIEW: dict[str, type] = {
     "pred": np.bool_,
     "b8": np.uint8, "u8": np.uint8, "s8": np.int8,
@@ -17,6 +18,7 @@ VIEW: dict[str, type] = {
     "f16": np.float16, "bf16": ml_dtypes.bfloat16,
     "b32": np.uint32, "u32": np.uint32, "s32": np.int32, "f32": np.float32,
     "f16x2": np.uint32, "bf16x2": np.uint32, "tf32": np.uint32,
+    "e4m3x2": np.uint16, "e5m2x2": np.uint16,
     "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64,
 }
 
@@ -24,6 +26,7 @@ BITS: dict[str, int] = {
     "pred": 1, "b8": 8, "u8": 8, "s8": 8,
     "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
     "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "tf32": 32,
+    "e4m3x2": 16, "e5m2x2": 16,
     "b64": 64, "u64": 64, "s64": 64, "f64": 64,
 }
 

@@ -149,3 +149,62 @@ def satfinite(x: np.ndarray) -> np.ndarray:
     """.satfinite: infinities become the largest finite value of the same sign."""
     biggest = ml_dtypes.finfo(x.dtype).max
     return np.where(np.isinf(x), np.copysign(biggest, x), x).astype(x.dtype)
+
+
+SPLITTER = 134217729.0  # 2**27 + 1 (Veltkamp's split of a float64 into two 26-bit halves)
+
+
+def two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(p, e) with p = RN64(a * b) and a * b = p + e exactly, when nothing under- or overflows
+    (Dekker's product)."""
+    p = a * b
+    a_hi = a * SPLITTER - (a * SPLITTER - a)
+    b_hi = b * SPLITTER - (b * SPLITTER - b)
+    a_lo, b_lo = a - a_hi, b - b_hi
+    e = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    return p, e
+
+
+def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """RN64(a * b + c) with one rounding (fma.rn.f64).
+
+    Boldo and Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
+    rounding to odd" (IEEE TC 2008): with a*b = uh + ul and c + ul = th + tl exactly,
+    uh + th = vh + vl exactly, the result is RN(vh + RO(tl + vl)). Elements outside the range
+    where the error terms are exact (tiny or huge magnitudes) are computed with rationals.
+    """
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (a, b, c)))
+    with np.errstate(all="ignore"):
+        uh, ul = two_product(a, b)
+        th, tl = two_sum(c, ul)
+        vh, vl = two_sum(uh, th)
+        s, err = two_sum(tl, vl)
+        result = vh + _odd64(s, err)
+        product = np.abs(a * b)
+        # Exact error terms need no overflow (Veltkamp's split of a and b included) and a
+        # product whose error term is not subnormal (|a*b| * 2**-106 >= 2**-1022).
+        safe = ((np.abs(np.stack([a, b, c, product])) < 2.0 ** 995).all(axis=0)
+                & ((a == 0) | (b == 0) | (product > 2.0 ** -900)))
+    if safe.all():
+        return result
+    result = np.array(result)
+    for i in zip(*np.nonzero(~safe), strict=True):
+        result[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]))
+    return result
+
+
+def _fma_exact(a: float, b: float, c: float) -> float:
+    """One fma with exact rational arithmetic (float(Fraction) rounds to nearest even)."""
+    from fractions import Fraction
+
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return a * b + c  # inf * x, NaN: the product's special value decides
+    if not np.isfinite(c):
+        return c
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:  # the sign of a zero: -0 only for (-0) + (-0) (IEEE 754, 6.3)
+        return a * b + c if c == 0 and (a == 0 or b == 0) else 0.0
+    try:
+        return float(exact)
+    except OverflowError:
+        return float(np.copysign(np.inf, float(exact > 0) - 0.5))

@@ -7,8 +7,10 @@ import numpy as np
 from smalti.ptx.module import Instruction
 from smalti.sim.dtypes import BITS, FLOAT, HALF_ELEMENT, INTEGER, SIGNED, VIEW
 from smalti.sim.errors import Unsupported
+from smalti.sim.fp8 import FORMATS
 from smalti.sim.operands import DecodeEnv, Modifiers
 from smalti.sim.ops.common import elementwise
+from smalti.sim.ops.convert_fp8 import decode_fp8_cvt
 from smalti.sim.registry import Step, semantics
 from smalti.sim.rounding import (
     flush_subnormals,
@@ -99,6 +101,10 @@ def decode_cvt(inst: Instruction, env: DecodeEnv) -> Step:
     if len(types) != 2:
         raise Unsupported("cvt needs a destination and a source type")
     dst, src = types
+    if dst in FORMATS or src in FORMATS:
+        if irnd or ftz or sat:
+            raise Unsupported("fp8 conversions take only .rn, .relu and .satfinite")
+        return decode_fp8_cvt(inst, env, dst, src, frnd, use_relu, finite)
     if dst in ("f16x2", "bf16x2"):
         return _pack_pair(inst, env, dst, src, frnd, use_relu, finite)
     if src in INTEGER and dst in INTEGER:

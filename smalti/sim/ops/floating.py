@@ -12,7 +12,14 @@ from smalti.sim.errors import Unsupported
 from smalti.sim.operands import DecodeEnv, Modifiers
 from smalti.sim.ops.common import elementwise
 from smalti.sim.registry import Step, semantics
-from smalti.sim.rounding import exact_fma, flush_subnormals, round_pair, saturate, two_sum
+from smalti.sim.rounding import (
+    exact_fma,
+    flush_subnormals,
+    fma64,
+    round_pair,
+    saturate,
+    two_sum,
+)
 
 ROUNDING = ("rn", "rz", "rm", "rp")
 
@@ -97,9 +104,11 @@ def decode_arith(inst: Instruction, env: DecodeEnv) -> Step:
     if ptx_type == "f64":
         if ftz or sat:
             raise Unsupported(".ftz and .sat apply to .f32 only")
+        if base == "fma" and mode == "rn":
+            return elementwise(inst, env, ["f64"] * 3, "f64", fma64)
         if base == "fma" or (base == "mul" and mode != "rn"):
-            raise Unsupported(f"{base}.{mode}.f64 needs exact 106-bit products, "
-                              "not implemented yet")
+            raise Unsupported(f"{base}.{mode}.f64 needs exact 106-bit products; only "
+                              "fma.rn.f64 is implemented")
     arity = 3 if base == "fma" else 2
     if mode == "rn" and base != "fma":
         fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[base]

@@ -1,0 +1,161 @@
+"""smalti.wgmma: matrix descriptors and wgmma.mma_async over the accumulator's registers.
+
+Per operand in shared memory, one descriptor (start >> 4 | LBO >> 4 << 16 | SBO >> 4 << 32 |
+swizzle mode << 62, NOTES.md) whose start moves per 64-row block and per 32-byte K step.
+The offsets come from the ref's transforms: K-major (K contiguous): SBO is the distance
+between 8-row groups, LBO unused; MN-major: LBO is the distance between swizzle-span chunks
+of MN, SBO between 8-row groups of K. A is MN-major when its transforms start with a
+transpose; B (K x N) is MN-major unless they do.
+
+    wgmma.fence; per K step, per 64-row block: wgmma.mma_async; commit_group; wait_group 0
+"""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.diagnostics import error_at
+from smalti.lowering.context import LoweringContext
+from smalti.lowering.registry import lowering_rule
+from smalti.lowering.smem import SmemRef, smem_address, smem_ref, static_offset
+from smalti.lowering.values import FragmentedArray
+from smalti.ptx import Immediate, Register, VectorOperand
+from smalti.tiling import WGMMA_LAYOUT, TransposeTransform
+
+M_BLOCK = 64
+K_BYTES = 32
+SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
+
+
+def _transposed(ref: SmemRef) -> bool:
+    return bool(ref.transforms) and ref.transforms[0] == TransposeTransform((1, 0))
+
+
+def _offset(ref: SmemRef, mn: int, k: int, is_b: bool) -> int:
+    """Unswizzled byte offset of operand element (mn, k); B is stored as K x N."""
+    return static_offset(ref, (k, mn) if is_b else (mn, k), swizzled=False)
+
+
+def _descriptor_fields(op: ir.Operation, ref: SmemRef, is_b: bool) -> tuple[bool, int]:
+    """(MN-major, the descriptor's constant bits: LBO, SBO, swizzle mode)."""
+    if ref.swizzle is None:
+        raise error_at(op, "wgmma operands in shared memory must be swizzled; give the ref "
+                           "swizzled transforms")
+    mn_major = _transposed(ref) != is_b
+    origin = _offset(ref, 0, 0, is_b)
+    if mn_major:
+        chunk = ref.swizzle // ref.element.bytes
+        extent = ref.shape[1] if is_b else ref.shape[0]
+        lbo = _offset(ref, chunk, 0, is_b) - origin if extent > chunk else 16
+        sbo = _offset(ref, 0, 8, is_b) - origin
+    else:
+        lbo, sbo = 16, _offset(ref, 8, 0, is_b) - origin
+    for name, value in (("leading", lbo), ("stride", sbo)):
+        if value <= 0 or value % 16 or value >> 4 >= 1 << 14:
+            raise error_at(op, f"the {name} byte offset {value} of this operand does not fit a "
+                               "matrix descriptor")
+    bits = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (SWIZZLE_MODE[ref.swizzle] << 62)
+    return mn_major, bits
+
+
+def _descriptor_base(ctx: LoweringContext, ref: SmemRef, bits: int) -> Register:
+    """The 64-bit descriptor of the ref's first byte (memoised)."""
+    key = ("wgmma_desc", ref.offset, bits)
+    if key not in ctx.cache:
+        b = ctx.builder
+        address = b.compute("shr.u32", "u32", smem_address(ctx, ref), 4)
+        address = b.compute("and.b32", "u32", address, 0x3FFF)
+        wide = b.compute("cvt.u64.u32", "u64", address)
+        ctx.cache[key] = b.compute("or.b64", "u64", wide, Immediate(bits))
+    return ctx.cache[key]
+
+
+def _descriptor(ctx: LoweringContext, base: Register, offset: int) -> Register:
+    if offset % 16:
+        raise ValueError(f"descriptor start offset {offset} is not 16-byte aligned")
+    if offset == 0:
+        return base
+    return ctx.builder.compute("add.s64", "u64", base, offset >> 4)
+
+
+def _true(ctx: LoweringContext) -> Register:
+    """A predicate that holds in every thread (scale-d: accumulate)."""
+    if "wgmma_true" not in ctx.cache:
+        tid = ctx.thread_index()
+        ctx.cache["wgmma_true"] = ctx.builder.compute("setp.eq.u32", "pred", tid, tid)
+    return ctx.cache["wgmma_true"]
+
+
+def _vector_index(array: FragmentedArray) -> dict[tuple[int, ...], int]:
+    dist = array.layout.distribution(array.shape)
+    return {origin: i for i, origin in enumerate(dist.register_origins)}
+
+
+def _accumulator(ctx: LoweringContext, acc: FragmentedArray, block: int,
+                 where: dict[tuple[int, ...], int]) -> list[Register]:
+    """The registers of 64-row block `block` in wgmma's order (NOTES.md: register i at row
+    8*((i>>1)&1), column 2*(t%4) + (i&1) + 8*(i>>2) from the thread's origin)."""
+    registers = []
+    for i in range(acc.shape[1] // 2):
+        vector = where[(M_BLOCK * block + 8 * ((i >> 1) & 1), 8 * (i >> 2))]
+        registers.append(acc.vectors[vector][i & 1])
+    return registers
+
+
+def _a_registers(a: FragmentedArray, block: int, step: int,
+                 where: dict[tuple[int, ...], int]) -> list[Register]:
+    """The four .b32 registers of A for one block and K step (two 16-bit elements each)."""
+    return [a.vectors[where[(M_BLOCK * block + 8 * (j & 1), 16 * step + 8 * (j >> 1))]][0]
+            for j in range(4)]
+
+
+@lowering_rule("smalti.wgmma")
+def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
+    acc = ctx.array(op, op.operands[0])
+    if acc.layout != WGMMA_LAYOUT:
+        raise error_at(op, "the accumulator must be in the WGMMA layout")
+    m, n = acc.shape
+    b = ctx.builder
+    fresh = tuple(tuple(b.compute("mov.f32", "f32", r) for r in vector)
+                  for vector in acc.vectors)
+    result = FragmentedArray(acc.layout, acc.shape, acc.element, fresh, acc.vector_length)
+    where = _vector_index(result)
+    b_ref = smem_ref(ctx, op, op.operands[2])
+    b_mn_major, b_bits = _descriptor_fields(op, b_ref, is_b=True)
+    b_base = _descriptor_base(ctx, b_ref, b_bits)
+    element = b_ref.element
+    k = b_ref.shape[0]
+    steps = k * element.bytes // K_BYTES
+    k_step = K_BYTES // element.bytes
+    a_value = ctx.values.get(op.operands[1])
+    if isinstance(a_value, FragmentedArray):
+        if a_value.layout != WGMMA_LAYOUT or a_value.pack != 2:
+            raise error_at(op, "A in registers must be 16-bit values in the WGMMA layout")
+        a_where = _vector_index(a_value)
+        a_ref, a_mn_major = None, False
+    else:
+        a_ref = smem_ref(ctx, op, op.operands[1])
+        a_mn_major, a_bits = _descriptor_fields(op, a_ref, is_b=False)
+        a_base = _descriptor_base(ctx, a_ref, a_bits)
+    scale_d = _true(ctx)
+    opcode = (f"wgmma.mma_async.sync.aligned.m{M_BLOCK}n{n}k{k_step}.f32."
+              f"{element.scalar}.{element.scalar}")
+    b.emit("wgmma.fence.sync.aligned")
+    for step in range(steps):
+        b_desc = _descriptor(ctx, b_base, _offset(b_ref, 0, k_step * step, True)
+                             - _offset(b_ref, 0, 0, True))
+        for block in range(m // M_BLOCK):
+            d = VectorOperand(tuple(_accumulator(ctx, result, block, where)))
+            tail = [scale_d, Immediate(1), Immediate(1)]
+            if a_ref is None:
+                a_operand = VectorOperand(tuple(_a_registers(a_value, block, step, a_where)))
+            else:
+                a_operand = _descriptor(ctx, a_base, _offset(a_ref, M_BLOCK * block,
+                                                             k_step * step, False)
+                                        - _offset(a_ref, 0, 0, False))
+                tail.append(Immediate(int(a_mn_major)))
+            tail.append(Immediate(int(b_mn_major)))
+            b.emit(opcode, d, a_operand, b_desc, *tail)
+    b.emit("wgmma.commit_group.sync.aligned")
+    b.emit("wgmma.wait_group.sync.aligned", Immediate(0))
+    ctx.set(op.results[0], result)
