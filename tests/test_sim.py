@@ -267,10 +267,10 @@ def test_unknown_opcode_is_reported_with_its_line():
 def test_unsupported_modifier_is_reported():
     kb = KernelBuilder("directed_f64")
     r = kb.reg("f64")
-    kb.emit("fma.rn.f64", r, Immediate(1.0, "f64"), Immediate(2.0, "f64"),
+    kb.emit("fma.rz.f64", r, Immediate(1.0, "f64"), Immediate(2.0, "f64"),
             Immediate(3.0, "f64"))
     kb.emit("ret")
-    with pytest.raises(SimError, match=r"unsupported PTX instruction 'fma.rn.f64' at line"):
+    with pytest.raises(SimError, match=r"unsupported PTX instruction 'fma.rz.f64' at line"):
         run_module(module_of(kb), "directed_f64", 1, 1, [])
 
 

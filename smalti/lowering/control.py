@@ -138,6 +138,7 @@ def _for(ctx: LoweringContext, op: ir.Operation) -> None:
             ctx.set(result, init)
         return
     b = ctx.builder
+    ctx.thread_index()  # read once before the loop, not in every iteration
     with ctx.region():
         homes = [home_like(ctx, op, v) for v in inits]
         assign(ctx, op, homes, inits)

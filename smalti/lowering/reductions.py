@@ -128,8 +128,11 @@ def _multi_reduction(ctx: LoweringContext, op: ir.Operation) -> None:
         return
     layout = layouts_of(op, "out_layouts", 1)[0]
     shape = tuple(ir.VectorType(result.type).shape)
-    picks = _result_keys(op, source, axes, layout, shape)
-    reduced = _assemble(ctx, elements, picks, element, layout, shape)
+    if isinstance(source.layout, WGSplatLayout):  # the reduced layout of a splat is a splat
+        reduced = FragmentedArray(source.layout, shape, element, ((elements[()][0],),), 1)
+    else:
+        picks = _result_keys(op, source, axes, layout, shape)
+        reduced = _assemble(ctx, elements, picks, element, layout, shape)
     accumulator = ctx.array(op, op.operands[1])
     if accumulator.layout != layout:
         raise error_at(op, f"accumulator has layout #smalti.{layout_to_text(accumulator.layout)}"

@@ -318,11 +318,11 @@ def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
     register_type = ref.element.packed if pack == 2 else ref.element.scalar
     vectors: list[list[Register]] = [[] for _ in range(dist.num_registers)]
     b = ctx.builder
-    for register, _, count, address in _accesses(ctx, op, ref, list(op.operands)[1:], layout,
-                                                 shape):
+    for register, first, count, address in _accesses(ctx, op, ref, list(op.operands)[1:],
+                                                     layout, shape):
         if count < pack:  # one 16-bit half of a packed pair: pack once both are loaded
             vectors[register].append(b.compute("ld.shared.b16", "b16", address))
-            if len(vectors[register]) % 2 == 0 and vectors[register][-2].type == "b16":
+            if first % 2 == 1:
                 packed = b.reg("b32")
                 b.emit("mov.b32", packed, VectorOperand(tuple(vectors[register][-2:])))
                 vectors[register][-2:] = [packed]

@@ -24,7 +24,7 @@ from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, smem_address, smem_ref, static_offset
 from smalti.lowering.values import ELEMENT_TYPES
-from smalti.ptx import Address, Guard, Immediate, Symbol, VectorOperand
+from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
 from smalti.ptx.module import TensorAddress
 from smalti.tiling import (
     SwizzleTransform,
@@ -92,9 +92,9 @@ def _lengths(op: ir.Operation, smem_shape: tuple[int, ...], rank: int) -> tuple[
 def _record(op: ir.Operation, param: str) -> TensorMapRecord:
     """The tensor map one async op needs (named `param`)."""
     gmem, smem = _smem_operand(op)
-    if not isinstance(gmem, ir.BlockArgument) or not isinstance(
-            gmem.owner.owner, ir.Operation | ir.OpView) or gmem.owner.owner.name != "func.func":
+    if not (isinstance(gmem.owner, ir.Block) and gmem.owner.owner.operation.name == "func.func"):
         raise error_at(op, "TMA copies need a kernel argument as the global ref")
+    gmem = ir.BlockArgument(gmem)
     transforms = _op_transforms(op)
     smem_type = ir.MemRefType(smem.type)
     shape = tuple(smem_type.shape)
@@ -134,16 +134,19 @@ def tensor_map_records(func: ir.Operation) -> tuple[TensorMapRecord, ...]:
 
 
 def declare_tensor_maps(ctx: LoweringContext, func: ir.Operation) -> None:
-    """Add the kernel's tensor-map parameters (after its arguments)."""
+    """Add the kernel's tensor-map parameters (after its arguments) and take their generic
+    addresses (TMA reads the map through one)."""
     symbols = {}
     for record in tensor_map_records(func):
         symbol = ctx.builder.param(record.param, "b8", align=TENSOR_MAP_ALIGN,
                                    array=TENSOR_MAP_BYTES)
-        symbols[(record.arg, record.box, record.swizzle)] = symbol
+        param = ctx.builder.compute("mov.u64", "u64", symbol)
+        symbols[(record.arg, record.box, record.swizzle)] = ctx.builder.compute(
+            "cvta.param.u64", "u64", param)
     ctx.kernel_state["tensor_maps"] = symbols
 
 
-def _tensor_map(ctx: LoweringContext, op: ir.Operation) -> Symbol:
+def _tensor_map(ctx: LoweringContext, op: ir.Operation) -> Register:
     record = _record(op, "")
     return ctx.kernel_state["tensor_maps"][(record.arg, record.box, record.swizzle)]
 

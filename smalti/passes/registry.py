@@ -38,6 +38,12 @@ def _explain_layouts(op: ir.Operation) -> list[Diagnostic]:
             for remark in explain_function(func.operation)]
 
 
+def _tile(op: ir.Operation) -> None:
+    from smalti.tiling.pass_ import tile_shared_memory
+
+    tile_shared_memory(op)
+
+
 REGISTRY: dict[str, PassInfo] = {
     info.argument: info
     for info in (
@@ -45,13 +51,17 @@ REGISTRY: dict[str, PassInfo] = {
         PassInfo("smalti-infer-layouts",
                  "Assign in_layouts/out_layouts to every op by solving the layout equations",
                  _infer_layouts),
+        PassInfo("smalti-tile",
+                 "Give shared-memory slices their physical shape from their transforms",
+                 _tile),
         PassInfo("smalti-explain-layouts",
                  "Infer layouts, then remark for every value which constraints decided it",
                  _explain_layouts),
     )
 }
 
-DEFAULT_PIPELINE = "builtin.module(smalti-verify,canonicalize,cse,smalti-infer-layouts)"
+DEFAULT_PIPELINE = ("builtin.module(smalti-verify,canonicalize,cse,smalti-infer-layouts,"
+                    "smalti-tile)")
 
 
 def split_pipeline(pipeline: str) -> list[str]:

@@ -54,8 +54,8 @@ def round_to_fp8(x: np.ndarray, fmt: Fp8Format) -> np.ndarray:
 def encode(x: np.ndarray, fmt: Fp8Format, relu: bool = False) -> np.ndarray:
     """The fp8 codes (uint8) of `cvt.rn.satfinite{.relu}` applied to float values `x`."""
     value = round_to_fp8(x, fmt)
-    if relu:  # PTX ISA: .relu clamps negative results to +0; NaN stays NaN
-        value = np.where(value < 0, 0.0, value)
+    if relu:  # PTX ISA: .relu clamps negative results (and -0) to +0; NaN stays NaN
+        value = np.where(np.signbit(value) & ~np.isnan(value), 0.0, value)
     nan = np.isnan(value)
     magnitude = np.abs(np.where(nan, 0.0, value))
     normal = magnitude >= np.ldexp(1.0, fmt.min_exponent)

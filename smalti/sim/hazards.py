@@ -157,7 +157,7 @@ class SharedHazards:
         race |= ((self.reader[idx] != NO_THREAD) & (self.reader[idx] != mine)
                  & self._unordered(idx, stamp, write=False))
         flat = idx.reshape(-1)
-        if flat.size > 1:  # two threads of this one instruction storing to the same byte
+        if flat.size > 1 and _repeats(flat):  # threads of this instruction storing one byte
             order = np.argsort(flat, kind="stable")
             same = flat[order][1:] == flat[order][:-1]
             owners = np.repeat(threads, nbytes)[order]
@@ -237,31 +237,41 @@ class SharedHazards:
         self.guards.pop(op, None)
 
 
+def _repeats(flat: np.ndarray) -> bool:
+    """Whether some value occurs twice among non-negative indices (a bitmap, not a sort)."""
+    low = int(flat.min())
+    seen = np.zeros(int(flat.max()) - low + 1, np.bool_)
+    seen[flat - low] = True
+    return int(np.count_nonzero(seen)) != flat.size
+
+
 class RegisterGuards:
     """Registers of in-flight wgmma operations, checked on every register access."""
 
     def __init__(self) -> None:
-        self.owned: dict[str, list[tuple[np.ndarray, Guard]]] = {}
+        # register -> {op: (threads, guard)}; ops -> the registers they guard
+        self.owned: dict[str, dict[int, tuple[np.ndarray, Guard]]] = {}
+        self.names_of: dict[int, set[str]] = {}
         self.bypass = False
 
     def own(self, name: str, threads: np.ndarray, guard: Guard) -> None:
         """`threads` (a bool mask over the launch) may not touch `name` until `release`."""
-        self.owned.setdefault(name, []).append((threads, guard))
+        self.owned.setdefault(name, {})[guard.op] = (threads, guard)
+        self.names_of.setdefault(guard.op, set()).add(name)
 
     def release(self, op: int) -> None:
         """Drop every register guard of operation `op`."""
-        for name in list(self.owned):
-            kept = [(t, g) for t, g in self.owned[name] if g.op != op]
-            if kept:
-                self.owned[name] = kept
-            else:
+        for name in self.names_of.pop(op, ()):
+            guards = self.owned[name]
+            guards.pop(op, None)
+            if not guards:
                 del self.owned[name]
 
     def check(self, name: str, index: np.ndarray | None, access: str) -> None:
         """Fault if an instruction reads (access "read") or writes an owned register."""
         if self.bypass:
             return
-        for threads, guard in self.owned.get(name, ()):
+        for threads, guard in self.owned.get(name, {}).values():
             if access == "read" and not guard.reads:
                 continue
             hit = threads if index is None else threads[index]

@@ -14,7 +14,13 @@ from smalti.sim.errors import SimError
 from smalti.sim.geometry import Geometry, as_dim3
 from smalti.sim.hazards import SharedHazards
 from smalti.sim.machine import Machine
-from smalti.sim.memory import GlobalMemory, ParamSpace, SharedMemory
+from smalti.sim.memory import (
+    GlobalMemory,
+    LocalMemory,
+    ParamSpace,
+    SharedMemory,
+    variable_bytes,
+)
 from smalti.sim.program import Program, load_program, param_size
 from smalti.sim.registers import RegisterFile
 from smalti.sim.scheduler import execute
@@ -71,7 +77,9 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
                 copies.append((arg, view))
             buffers.append(view)
             names.append(f"args[{i}] ({params[i].name})")
-    memory = GlobalMemory(buffers, names)
+    variables = [variable_bytes(v) for v in program.variables]
+    memory = GlobalMemory(buffers + variables,
+                          names + [f".{v.state} variable {v.name}" for v in program.variables])
     param_data = _marshal(program, memory, args)
     machine = Machine(
         geometry=geometry,
@@ -82,6 +90,10 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
         params=ParamSpace(param_data, {p.name: o for p, o in
                                        zip(params, program.param_offsets, strict=True)}),
     )
+    machine.symbols = {v.name: np.array(memory.address(len(buffers) + i), np.uint64)
+                       for i, v in enumerate(program.variables)}
+    if program.local_bytes:
+        machine.local = LocalMemory(geometry.threads, program.local_bytes)
     try:
         machine.async_engine = AsyncEngine(
             SharedHazards(geometry.blocks, shared_size, geometry.block_of,

@@ -10,7 +10,7 @@ from smalti.sim.async_engine import AsyncEngine
 from smalti.sim.errors import Fault
 from smalti.sim.geometry import Geometry
 from smalti.sim.lanes import Lanes
-from smalti.sim.memory import GlobalMemory, ParamSpace, SharedMemory
+from smalti.sim.memory import GlobalMemory, LocalMemory, ParamSpace, SharedMemory
 from smalti.sim.registers import RegisterFile
 
 CYCLES_PER_READ = 32
@@ -33,6 +33,9 @@ class Machine:
     # TMA/wgmma queue, mbarriers and hazard trackers (sim/async_engine.py); set by the launch.
     async_engine: AsyncEngine | None = None
 
+    # Each thread's .local memory, and device addresses (0-d uint64) of module variables.
+    local: LocalMemory | None = None
+    symbols: dict[str, np.ndarray] = field(default_factory=dict)
     # Reads of %clock/%clock64/%globaltimer so far: each read sees a later time.
     ticks: int = 0
 

@@ -269,3 +269,72 @@ class ParamSpace:
             raise Fault(f"parameter read of {elem * count} bytes at {name}+{offset} "
                         "is out of bounds")
         return self.data[start:end].copy().view(UINT_OF_BITS[elem * 8]).reshape(1, count)
+
+
+LOCAL_WINDOW = 0x7D00_0000_0000  # generic addresses of the executing thread's local memory
+
+
+def layout_variables(decls: Sequence, state: str) -> tuple[dict[str, int], int]:
+    """Offsets of the variables of one state space (e.g. a kernel's .local ones), and size."""
+    offsets: dict[str, int] = {}
+    cursor = 0
+    for decl in decls:
+        if decl.state != state:
+            continue
+        cursor = _align(cursor, decl.align)
+        offsets[decl.name] = cursor
+        cursor += (decl.size or 1) * _type_bytes(decl.type)
+    return offsets, cursor
+
+
+def variable_bytes(decl) -> np.ndarray:
+    """The initial bytes of a module-scope .global/.const variable (zero where not given)."""
+    from smalti.sim.dtypes import constant
+
+    elem = _type_bytes(decl.type)
+    data = np.zeros((decl.size or 1) * elem, np.uint8)
+    for i, value in enumerate(decl.initializer or ()):
+        raw = constant(value, decl.type if decl.type in UNSIGNED_OR_TYPED else f"b{elem * 8}")
+        data[i * elem:(i + 1) * elem] = np.frombuffer(raw.tobytes(), np.uint8)
+    return data
+
+
+UNSIGNED_OR_TYPED = frozenset({"b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8",
+                               "s16", "s32", "s64", "f16", "bf16", "f32", "f64"})
+
+
+class LocalMemory:
+    """Each thread's private .local bytes; addresses are offsets into the thread's window."""
+
+    def __init__(self, threads: int, size: int) -> None:
+        self.size = size
+        self.data = np.zeros(threads * size, np.uint8)
+        self.written = np.zeros(threads * size, np.bool_)
+
+    def _flat(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str) -> np.ndarray:
+        bad = addresses + np.uint64(nbytes) > np.uint64(self.size)
+        if bad.any():
+            raise Fault(f"out-of-bounds local {what} of {nbytes} bytes at local address "
+                        f"{int(addresses[np.argmax(bad)]):#x} (each thread has {self.size} "
+                        "bytes)", lanes.first(bad))
+        ids = np.flatnonzero(lanes.mask) if lanes.index is None else lanes.index
+        return ids.astype(np.uint64) * np.uint64(self.size) + addresses
+
+    def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes) -> np.ndarray:
+        """(n, count) raw elements loaded at each thread's local `addresses`."""
+        check_aligned(addresses, elem * count, lanes, "local load")
+        flat = self._flat(addresses, elem * count, lanes, "load")
+        unset = ~self.written[flat.astype(np.int64)[:, None] + np.arange(elem * count)]
+        if unset.any():
+            raise Fault("read of uninitialised local memory at local address "
+                        f"{int(addresses[np.argmax(unset.any(axis=1))]):#x}",
+                        lanes.first(unset.any(axis=1)))
+        return gather(self.data, flat, elem, count)
+
+    def store(self, addresses: np.ndarray, values: np.ndarray, elem: int, lanes: Lanes) -> None:
+        """Store raw elements `values` (n, count) at each thread's local `addresses`."""
+        nbytes = elem * values.shape[1]
+        check_aligned(addresses, nbytes, lanes, "local store")
+        flat = self._flat(addresses, nbytes, lanes, "store")
+        scatter(self.data, flat, values, elem)
+        self.written[flat.astype(np.int64)[:, None] + np.arange(nbytes)] = True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from smalti.ptx.module import (
     Symbol,
     VectorOperand,
 )
-from smalti.sim.dtypes import BITS, TYPES, as_bits, bits_as, constant, resize_bits
+from smalti.sim.dtypes import BITS, TYPES, VIEW, as_bits, bits_as, constant, resize_bits
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
@@ -40,6 +40,8 @@ class DecodeEnv:
     labels: dict[str, int]  # label -> index of the next instruction
     shared: SharedLayout
     params: dict[str, str]  # name -> PTX type
+    local: dict[str, int] = field(default_factory=dict)  # .local variable -> offset
+    variables: frozenset[str] = frozenset()  # module-scope .global / .const variables
 
     def __hash__(self) -> int:
         return hash((self.kernel, self.shared))
@@ -123,6 +125,12 @@ def reader(op: Operand, ptx_type: str, env: DecodeEnv) -> Reader:
         case Symbol(name=name) if name in env.shared.offsets:
             address = constant(env.shared.offsets[name], ptx_type)
             return lambda m, lanes: address
+        case Symbol(name=name) if name in env.local:
+            offset = constant(env.local[name], ptx_type)  # an address in the .local space
+            return lambda m, lanes: offset
+        case Symbol(name=name) if name in env.variables and BITS[ptx_type] == 64:
+            # a module variable's device address, known once the launch placed it
+            return lambda m, lanes: m.symbols[name].view(VIEW[ptx_type])
         case Symbol(name=name) if name in env.params and BITS[ptx_type] == 64:
             # `mov.b64 %rd, param`: the parameter's address (e.g. a __grid_constant__ struct)
             address = constant(param_address(list(env.params).index(name)), ptx_type)

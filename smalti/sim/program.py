@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from smalti.ptx.module import Guard, Instruction, Kernel, LabelDef, Module, Param
+from smalti.ptx.module import Guard, Instruction, Kernel, LabelDef, Module, Param, SharedDecl
 from smalti.sim.errors import SimError, Unsupported
 from smalti.sim.lines import instruction_text, statement_lines
-from smalti.sim.memory import SharedLayout, layout_shared
+from smalti.sim.memory import SharedLayout, layout_shared, layout_variables
 from smalti.sim.operands import DecodeEnv
 from smalti.sim.registry import Step, decode
 
@@ -32,6 +32,8 @@ class Program:
     shared: SharedLayout
     param_offsets: tuple[int, ...]
     param_bytes: int
+    local_bytes: int = 0  # .local bytes per thread
+    variables: tuple[SharedDecl, ...] = ()  # module-scope .global / .const variables
 
 
 def param_size(param: Param) -> tuple[int, int]:
@@ -75,7 +77,10 @@ def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...]) -> P
         else:
             instructions.append((statement, line))
     shared = layout_shared((*globals_, *kernel.shared))
-    env = DecodeEnv(kernel.name, registers, labels, shared, {p.name: p.type for p in kernel.params})
+    local, local_bytes = layout_variables(kernel.local, "local")
+    variables = tuple(g for g in globals_ if g.state in ("global", "const"))
+    env = DecodeEnv(kernel.name, registers, labels, shared, {p.name: p.type for p in kernel.params},
+                    local, frozenset(v.name for v in variables))
     steps = []
     for inst, line in instructions:
         text = instruction_text(inst)
@@ -86,4 +91,4 @@ def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...]) -> P
                            line=line, text=text, detail=e.detail) from None
         steps.append(Decoded(step, inst.guard, line, text))
     offsets, size = _param_layout(kernel.params)
-    return Program(kernel, tuple(steps), shared, offsets, size)
+    return Program(kernel, tuple(steps), shared, offsets, size, local_bytes, variables)

@@ -21,6 +21,9 @@ class RegisterFile:
         self._written: dict[str, bool | np.ndarray] = {}
         # Checks accesses to registers in-flight wgmma ops own (sim/hazards.py), if set.
         self.guards: RegisterGuards | None = None
+        # Registers whose array this file made and never handed out whole: partial writes
+        # may update them in place (copy on write otherwise).
+        self._private: set[str] = set()
 
     def read(self, name: str, index: np.ndarray | None) -> np.ndarray:
         """Raw bits of `name` for the threads in `index` (None: all threads)."""
@@ -30,7 +33,10 @@ class RegisterFile:
         if written is not True:
             self._check_written(name, written, index)
         value = self._values[name]
-        return value if index is None else value[index]
+        if index is None:
+            self._private.discard(name)
+            return value
+        return value[index]
 
     def _check_written(self, name: str, written: np.ndarray | None,
                        index: np.ndarray | None) -> None:
@@ -53,11 +59,16 @@ class RegisterFile:
                                        (self.threads,))
             self._values[name] = bits
             self._written[name] = True
+            self._private.discard(name)
             return
-        old = self._values.get(name)
-        new = np.zeros(self.threads, dtype) if old is None else np.array(old)
-        new[index] = bits
-        self._values[name] = new
+        if name in self._private:
+            self._values[name][index] = bits
+        else:
+            old = self._values.get(name)
+            new = np.zeros(self.threads, dtype) if old is None else np.array(old)
+            new[index] = bits
+            self._values[name] = new
+            self._private.add(name)
         written = self._written.get(name)
         if written is not True:
             mask = np.zeros(self.threads, np.bool_) if written is None else written.copy()

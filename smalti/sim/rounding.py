@@ -180,6 +180,8 @@ def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         vh, vl = two_sum(uh, th)
         s, err = two_sum(tl, vl)
         result = vh + _odd64(s, err)
+        zero_product = (a == 0) | (b == 0)  # then a*b + c is exact but for its zero's sign
+        result = np.where(zero_product, a * b + c, result)
         product = np.abs(a * b)
         # Exact error terms need no overflow (Veltkamp's split of a and b included) and a
         # product whose error term is not subnormal (|a*b| * 2**-106 >= 2**-1022).

@@ -53,8 +53,8 @@ def decode_fp8_cvt(inst: Instruction, env: DecodeEnv, dst: str, src: str, frnd: 
         halves = []
         for byte in (codes >> np.uint16(8), codes & np.uint16(0xFF)):
             value = decode(byte, fmt)
-            if relu:
-                value = np.where(value < 0, 0.0, value)
+            if relu:  # negative values and -0 become +0, NaN stays NaN
+                value = np.where(np.signbit(value) & ~np.isnan(value), 0.0, value)
             bits = value.astype(np.float16).view(np.uint16)  # exact: fp8 values fit f16
             halves.append(np.where(np.isnan(value), F16_NAN, bits).astype(np.uint32))
         return (halves[0] << np.uint32(16)) | halves[1]

@@ -8,10 +8,10 @@ import numpy as np
 
 from smalti.ptx.module import Immediate, Instruction, Register, Symbol
 from smalti.sim.dtypes import BITS, VIEW, as_bits
-from smalti.sim.errors import Unsupported
+from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
-from smalti.sim.memory import SHARED_WINDOW
+from smalti.sim.memory import LOCAL_WINDOW, SHARED_WINDOW, LocalMemory
 from smalti.sim.operands import (
     DecodeEnv,
     Modifiers,
@@ -39,8 +39,6 @@ def _parse(inst: Instruction) -> tuple[str, int, str]:
     vec = mods.one_of(("v2", "v4"))
     [ptx_type] = mods.types()
     mods.done()
-    if space in ("local", "const"):
-        raise Unsupported(f"the .{space} state space is not supported yet")
     if ptx_type == "pred" or ptx_type not in BITS:
         raise Unsupported(f"cannot load or store .{ptx_type}")
     return normal_space(space), int(vec[1:]) if vec else 1, ptx_type
@@ -67,6 +65,14 @@ def _address(op, space: str, env: DecodeEnv) -> AddressFn:
             if space == "generic":
                 address = address + np.uint64(SHARED_WINDOW)
             return lambda m, lanes: address
+        case Symbol(name=name) if space in ("local", "generic") and name in env.local:
+            address = np.uint64(env.local[name]) + delta
+            if space == "generic":
+                address = address + np.uint64(LOCAL_WINDOW)
+            return lambda m, lanes: address
+        case Symbol(name=name) if space in ("global", "const", "generic") and (
+                name in env.variables):
+            return lambda m, lanes: m.symbols[name] + delta
         case Immediate(value=int() as value):
             address = np.uint64(value % (1 << 64)) + delta
             return lambda m, lanes: address
@@ -102,12 +108,34 @@ def _watch(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: La
     (hazards.write if write else hazards.read)(flat, nbytes, threads)
 
 
+def _local(m: Machine) -> LocalMemory:
+    if m.local is None:
+        raise Fault("access to .local memory in a kernel that declares none")
+    return m.local
+
+
+def _in_local(m: Machine, addresses: np.ndarray) -> np.ndarray | None:
+    """Which generic addresses are in the thread's local window (None: no local memory)."""
+    if m.local is None:
+        return None
+    inside = (addresses - np.uint64(LOCAL_WINDOW)) < np.uint64(m.local.size)
+    return inside if inside.any() else None
+
+
 def _load(m: Machine, space: str, addresses: np.ndarray, elem: int, count: int,
           lanes: Lanes) -> np.ndarray:
-    if space == "global":
+    if space in ("global", "const"):  # .const variables live among the device buffers
         return m.global_memory.load(addresses, elem, count, lanes)
     if space in ("shared", "cluster"):
         return m.shared.load(addresses, elem, count, lanes, space == "cluster")
+    if space == "local":
+        return _local(m).load(addresses, elem, count, lanes)
+    local = _in_local(m, addresses)
+    if local is not None:
+        if not local.all():
+            raise Fault("a generic access mixing .local and other addresses",
+                        lanes.first(~local))
+        return m.local.load(addresses - np.uint64(LOCAL_WINDOW), elem, count, lanes)
     in_shared = m.shared.in_window(addresses)
     if not in_shared.any():
         return m.global_memory.load(addresses, elem, count, lanes)
@@ -128,6 +156,16 @@ def _store(m: Machine, space: str, addresses: np.ndarray, values: np.ndarray, el
         return
     if space in ("shared", "cluster"):
         m.shared.store(addresses, values, elem, lanes, space == "cluster")
+        return
+    if space == "local":
+        _local(m).store(addresses, values, elem, lanes)
+        return
+    local = _in_local(m, addresses)
+    if local is not None:
+        if not local.all():
+            raise Fault("a generic access mixing .local and other addresses",
+                        lanes.first(~local))
+        m.local.store(addresses - np.uint64(LOCAL_WINDOW), values, elem, lanes)
         return
     in_shared = m.shared.in_window(addresses)
     if in_shared.any():
@@ -176,8 +214,8 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
 def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
     """st{.space}{.vN}.T [a], b: stores the low bits of each source register."""
     space, count, ptx_type = _parse(inst)
-    if space == "param":
-        raise Unsupported("st.param is only meaningful for device functions")
+    if space in ("param", "const"):
+        raise Unsupported(f"st.{space}: the .{space} state space is read-only for kernels")
     address, src = expect(inst.operands, 2)
     elements = vector_elements(src)
     if len(elements) != count:

@@ -11,6 +11,7 @@ differ from it in the last bits.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import ml_dtypes
 import numpy as np
@@ -51,6 +52,7 @@ class Descriptor:
                    SPAN_OF_MODE[field(62, 2)])
 
 
+@lru_cache(maxsize=256)
 def operand_addresses(desc: Descriptor, rows: int, esize: int, mn_major: bool) -> np.ndarray:
     """Byte addresses (rows x K) of a rows x 32-byte operand under `desc`, swizzle applied.
 
@@ -77,15 +79,19 @@ def operand_addresses(desc: Descriptor, rows: int, esize: int, mn_major: bool) -
             offset = mb % 16 + (mb // 16) * desc.sbo + (kk % 8) * 16 + (kk // 8) * desc.lbo
         else:
             offset = mb % span + (mb // span) * desc.lbo + (kk % 8) * span + (kk // 8) * desc.sbo
-    return swizzle(desc.start + offset, span)
+    addresses = swizzle(desc.start + offset, span)
+    addresses.flags.writeable = False  # shared by every call with this descriptor (cached)
+    return addresses
 
 
+@lru_cache(maxsize=16)
 def accumulator_coords(registers: int) -> tuple[np.ndarray, np.ndarray]:
     """(row, col) arrays (128 threads x registers) of the f32 accumulator fragment."""
     t = np.arange(WARPGROUP)[:, None]
     i = np.arange(registers)[None, :]
     row = 16 * (t // 32) + (t % 32) // 4 + 8 * ((i >> 1) & 1)
     col = 2 * (t % 4) + (i & 1) + 8 * (i >> 2)
+    row.flags.writeable = col.flags.writeable = False  # cached
     return row, col
 
 
@@ -241,6 +247,16 @@ class _Spec:
     what: str
 
 
+def distinct(idx: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of non-negative byte indices lying in a narrow range (an
+    operand's bytes): a bitmap over the range, much cheaper than np.unique's hashing."""
+    flat = idx.reshape(-1)
+    low = int(flat.min())
+    seen = np.zeros(int(flat.max()) - low + 1, np.bool_)
+    seen[flat - low] = True
+    return np.flatnonzero(seen) + low
+
+
 def _register(op) -> str:
     if not isinstance(op, Register):
         raise Unsupported("wgmma fragments are lists of registers")
@@ -277,8 +293,8 @@ def _issue(m: Machine, spec: _Spec, key: tuple, members: np.ndarray, desc_a: int
     if desc_a is not None:
         a_idx = _smem_bytes(m, block, desc_a, M, shape.atype, bool(spec.trans_a), thread,
                             spec.what)
-        engine.shared.async_read(np.unique(a_idx), thread, spec.what)
-    engine.shared.async_read(np.unique(b_idx), thread, spec.what)
+        engine.shared.async_read(distinct(a_idx), thread, spec.what)
+    engine.shared.async_read(distinct(b_idx), thread, spec.what)
     a_regs = None
     if desc_a is None:  # registers are read at issue: the ISA forbids changing them until done
         a_regs = np.stack([m.registers.read(name, members) for name in spec.a_names], axis=1)
@@ -286,7 +302,7 @@ def _issue(m: Machine, spec: _Spec, key: tuple, members: np.ndarray, desc_a: int
     op.run = lambda: _compute(m, spec, members, a_idx, a_regs, b_idx, scale_d)
     owned = b_idx.reshape(-1) if a_idx is None else np.concatenate(
         [a_idx.reshape(-1), b_idx.reshape(-1)])
-    engine.own(op, np.unique(owned), reads=False)
+    engine.own(op, distinct(owned), reads=False)
     threads = np.zeros(m.geometry.threads, np.bool_)
     threads[members] = True
     engine.own_registers(op, spec.d_names, threads, reads=True)

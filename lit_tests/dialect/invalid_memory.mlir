@@ -1,0 +1,158 @@
+// RUN: smalti-opt %s --split-input-file --verify-diagnostics --smalti-verify
+
+func.func @slice_not_constant(%o: index) {
+  // expected-error @+1 {{expects a constant offset}}
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<128xf32, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @slice_misaligned() {
+  %o = arith.constant 8 : index
+  // expected-error @+1 {{offset 8 must be a non-negative multiple of 16 bytes}}
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<128xf32, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @slice_global() {
+  %o = arith.constant 0 : index
+  // expected-error @+1 {{expects the result to be a memref in #gpu.address_space<workgroup>}}
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<128xf32>
+  return
+}
+
+// -----
+
+func.func @slice_too_big() {
+  %o = arith.constant 0 : index
+  // expected-error @+1 {{slice ends at byte 262144}}
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<65536xf32, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @transforms_do_not_apply() {
+  %o = arith.constant 0 : index
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'transforms' a 128-byte swizzle needs the innermost dim to span exactly 128 bytes}}
+  %t = "smalti.with_transforms"(%s) {transforms = [#smalti.tile<[8, 32]>, #smalti.swizzle<128>]} : (memref<64x64xbf16, #gpu.address_space<workgroup>>) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @barriers_not_i64() {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<2xi32, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{expects barriers as memref<Nxi64, #gpu.address_space<workgroup>>}}
+  "smalti.initialize_barrier"(%b) {arrival_count = 1 : i64} : (memref<2xi32, #gpu.address_space<workgroup>>) -> ()
+  return
+}
+
+// -----
+
+func.func @barrier_index_out_of_bounds() {
+  %o = arith.constant 0 : index
+  %i = arith.constant 2 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<2xi64, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{barrier index 2 is out of bounds for 2 barriers}}
+  "smalti.arrive"(%b, %i) : (memref<2xi64, #gpu.address_space<workgroup>>, index) -> ()
+  return
+}
+
+// -----
+
+func.func @expect_tx_without_bytes() {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<2xi64, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{requires an integer 'bytes' attribute}}
+  "smalti.arrive_expect_tx"(%b, %o) : (memref<2xi64, #gpu.address_space<workgroup>>, index) -> ()
+  return
+}
+
+// -----
+
+func.func @wait_parity_type(%p: f32) {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<2xi64, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{parity must be an i1, i32 or index, got f32}}
+  "smalti.wait"(%b, %o, %p) : (memref<2xi64, #gpu.address_space<workgroup>>, index, f32) -> ()
+  return
+}
+
+// -----
+
+func.func @async_load_element_types(%g: memref<256x64xf32>) {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{element types differ: f32 in global memory, bf16 in shared memory}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) : (memref<256x64xf32>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @async_load_slice_lengths(%g: memref<256x64xbf16>) {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'slice_lengths' [32, 64] do not match the shared-memory shape [64, 64]}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) {slice_lengths = array<i64: 32, 64>} : (memref<256x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @async_store_index_count(%g: memref<256x64xbf16>) {
+  %o = arith.constant 0 : index
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{expects 2 indices for memref<256x64xbf16>, got 1}}
+  "smalti.async_store"(%s, %g, %o) : (memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<256x64xbf16>, index) -> ()
+  return
+}
+
+// -----
+
+func.func @async_store_wait_pending() {
+  // expected-error @+1 {{'pending' must be at least 0, got -1}}
+  "smalti.async_store_wait"() {pending = -1 : i64} : () -> ()
+  return
+}
+
+// -----
+
+func.func @wgmma_k_mismatch(%acc: vector<64x128xf32>) {
+  %o = arith.constant 0 : index
+  %a = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<32x128xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{the K dims of A (64) and B (32) differ}}
+  %d = "smalti.wgmma"(%acc, %a, %b) : (vector<64x128xf32>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<32x128xbf16, #gpu.address_space<workgroup>>) -> vector<64x128xf32>
+  return
+}
+
+// -----
+
+func.func @wgmma_types(%acc: vector<64x128xf32>) {
+  %o = arith.constant 0 : index
+  %a = "smalti.slice_smem"(%o) : (index) -> memref<64x64xf32, #gpu.address_space<workgroup>>
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<64x128xf32, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{supports A and B of bf16 or f16, got f32}}
+  %d = "smalti.wgmma"(%acc, %a, %b) : (vector<64x128xf32>, memref<64x64xf32, #gpu.address_space<workgroup>>, memref<64x128xf32, #gpu.address_space<workgroup>>) -> vector<64x128xf32>
+  return
+}
+
+// -----
+
+func.func @wgmma_m(%acc: vector<32x128xf32>) {
+  %o = arith.constant 0 : index
+  %a = "smalti.slice_smem"(%o) : (index) -> memref<32x64xbf16, #gpu.address_space<workgroup>>
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<64x128xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{M (32) must be a multiple of 64}}
+  %d = "smalti.wgmma"(%acc, %a, %b) : (vector<32x128xf32>, memref<32x64xbf16, #gpu.address_space<workgroup>>, memref<64x128xbf16, #gpu.address_space<workgroup>>) -> vector<32x128xf32>
+  return
+}
