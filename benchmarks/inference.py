@@ -28,14 +28,20 @@ REF = "memref<128x128xf32>"
 BINARY = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.subf")
 
 
-def program(n_ops: int, seed: int = 0) -> list[tuple]:
-    """A dialect-neutral op list: ("load", i), ("const",), ("bin", op, a, b), ("store", a, i)."""
+def program(n_ops: int, kind: str = "dag", seed: int = 0) -> list[tuple]:
+    """A dialect-neutral op list: ("load", i), ("const",), ("bin", op, a, b), ("store", a, i).
+
+    "dag": each op reads two random values among the last 64, with 5% splat constants;
+    "chain": each op adds the first load to the previous value (the easiest program).
+    """
     rng = random.Random(seed)
     loads = 8
     ops: list[tuple] = [("load", i) for i in range(loads)]
     values = list(range(loads))
     while len(ops) < n_ops - loads:
-        if rng.random() < 0.05:
+        if kind == "chain":
+            ops.append(("bin", "arith.addf", values[-1], 0))
+        elif rng.random() < 0.05:
             ops.append(("const",))
         else:
             ops.append(("bin", rng.choice(BINARY), rng.choice(values[-64:]),
@@ -114,12 +120,13 @@ def median(fn: Callable[[list[tuple]], float], ops: list[tuple], repeats: int) -
     return statistics.median(fn(ops) for _ in range(repeats))
 
 
-def mosaic_in_subprocess(size: int, repeats: int, timeout_s: float) -> float | None:
+def mosaic_in_subprocess(size: int, kind: str, repeats: int, timeout_s: float
+                         ) -> float | None:
     """Mosaic GPU's median time for `size` ops, or None past `timeout_s` (it grows faster
     than linearly, so large sizes are bounded rather than waited for)."""
     code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
             "import inference as b; "
-            f"print(b.median(b.time_mosaic, b.program({size}), {repeats}))")
+            f"print(b.median(b.time_mosaic, b.program({size}, {kind!r}), {repeats}))")
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=timeout_s, check=True)
@@ -132,6 +139,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--program", choices=("dag", "chain"), default="dag")
     parser.add_argument("--no-peer", action="store_true", help="skip Mosaic GPU")
     parser.add_argument("--peer-timeout", type=float, default=600,
                         help="seconds Mosaic GPU gets per size (default 600)")
@@ -139,14 +147,14 @@ def main() -> None:
     print("| ops | smalti (s) | smalti µs/op | Mosaic GPU (s) | Mosaic / smalti |", flush=True)
     print("|---:|---:|---:|---:|---:|")
     for size in args.sizes:
-        ops = program(size)
+        ops = program(size, args.program)
         ours = median(time_smalti, ops, args.repeats)
         line = f"| {size:,} | {ours:.3f} | {ours / size * 1e6:.1f} |"
         if args.no_peer:
             print(line + " - | - |")
             continue
         repeats = args.repeats if size <= 1000 else 1
-        theirs = mosaic_in_subprocess(size, repeats, args.peer_timeout)
+        theirs = mosaic_in_subprocess(size, args.program, repeats, args.peer_timeout)
         if theirs is None:
             print(f"{line} > {args.peer_timeout:.0f} | > {args.peer_timeout / ours:.0f}x |",
                   flush=True)

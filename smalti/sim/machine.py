@@ -38,6 +38,8 @@ class Machine:
     symbols: dict[str, np.ndarray] = field(default_factory=dict)
     # Reads of %clock/%clock64/%globaltimer so far: each read sees a later time.
     ticks: int = 0
+    # Register count each warpgroup's last setmaxnreg set (ops/setmaxnreg.py).
+    register_budgets: dict[int, int] = field(default_factory=dict)
 
     def special(self, name: str, lanes: Lanes) -> np.ndarray:
         """Special register `name` (uint32, or uint64 for 64-bit counters) for the active lanes

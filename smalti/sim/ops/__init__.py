@@ -17,6 +17,7 @@ from smalti.sim.ops import (  # noqa: F401
     matrix,
     mbarrier,
     memory,
+    setmaxnreg,
     tma,
     warp,
     wgmma,
