@@ -14,7 +14,7 @@ from smalti.dialect.attributes import (
     transforms_to_attr,
 )
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at, format_location
-from smalti.layout_inference.equations import Equal, EquationSystem, Hint, IsLayout, Origin
+from smalti.layout_inference.equations import SMEM, Equal, EquationSystem, Hint, IsLayout, Origin
 from smalti.layout_inference.rules import RULES, RuleContext, is_smem_ref, is_vector, needs_variable
 from smalti.layout_inference.solver import Conflict, Solution, Unsatisfiable, solve_explained
 
@@ -71,30 +71,39 @@ def _infer(func: ir.Operation) -> tuple[RuleContext, Solution]:
         solution = solve_explained(system)
     except Unsatisfiable as failure:
         raise _explain(failure.conflict, func) from None
+    cache: dict[tuple, ir.ArrayAttr] = {}
     with func.context:
         for op in vector_ops:
-            _annotate(op, ctx, solution.layouts)
+            _annotate(op, ctx, solution.layouts, cache)
     return ctx, solution
 
 
-# Attribute name per (operands or results, domain).
-ANNOTATIONS = (("in_layouts", "operands", is_vector), ("out_layouts", "results", is_vector),
-               ("in_transforms", "operands", is_smem_ref),
-               ("out_transforms", "results", is_smem_ref))
+def _annotate(op: ir.Operation, ctx: RuleContext, solution: dict,
+              cache: dict[tuple, ir.ArrayAttr]) -> None:
+    """Write the solved layouts (vectors) and transforms (SMEM refs) of op's values; equal
+    attribute lists are built once (`cache`), as most ops share a handful of layouts."""
+    for side, layout_attr, transform_attr in (("operands", "in_layouts", "in_transforms"),
+                                              ("results", "out_layouts", "out_transforms")):
+        layouts, transforms = [], []
+        for value in getattr(op, side):
+            var = ctx.variables.get(value)
+            if var is not None:
+                (transforms if var.domain == SMEM else layouts).append(solution[var.id])
+        for name, values, encode in ((layout_attr, layouts, _layouts_attr),
+                                     (transform_attr, transforms, _transforms_attr)):
+            if values:
+                key = (name[-7:], *values)
+                if key not in cache:
+                    cache[key] = encode(values)
+                op.attributes[name] = cache[key]
 
 
-def _annotate(op: ir.Operation, ctx: RuleContext, solution: dict) -> None:
-    """Write the solved layouts (vectors) and transforms (SMEM refs) of op's values."""
-    for attr, side, selected in ANNOTATIONS:
-        values = [v for v in getattr(op, side) if selected(v) and v in ctx.variables]
-        if not values:
-            continue
-        if selected is is_vector:
-            op.attributes[attr] = layouts_to_attr([solution[ctx.variables[v].id]
-                                                   for v in values])
-        else:
-            op.attributes[attr] = ir.ArrayAttr.get([
-                transforms_to_attr(list(solution[ctx.variables[v].id])) for v in values])
+def _layouts_attr(layouts: list) -> ir.ArrayAttr:
+    return layouts_to_attr(layouts)
+
+
+def _transforms_attr(transforms: list) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([transforms_to_attr(list(t)) for t in transforms])
 
 
 def _add_constraints(ctx: RuleContext, op: ir.Operation) -> None:

@@ -20,6 +20,7 @@ the expressions that carried layouts between classes.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -104,7 +105,9 @@ def widest_strided_layout(shape: tuple[int, ...], bitwidth: int) -> WGStridedLay
     return None
 
 
+@functools.cache
 def fits(layout: Layout, shape: tuple[int, ...]) -> bool:
+    """Whether `layout` applies to `shape` (memoised: tiled layouts build their maps)."""
     try:
         check_layout_fits(layout, shape)
     except LayoutError:
@@ -112,14 +115,19 @@ def fits(layout: Layout, shape: tuple[int, ...]) -> bool:
     return True
 
 
+@functools.cache
+def _transforms_fit(transforms: tuple, shape: tuple[int, ...], element_bytes: int) -> bool:
+    try:
+        physical_shape(transforms, shape, element_bytes)
+    except (LayoutError, TypeError, ValueError):
+        return False
+    return True
+
+
 def fits_variable(value: object, var: Variable) -> bool:
     """Whether `value` (a register layout, or SMEM transforms) applies to var's shape."""
     if var.domain == SMEM:
-        try:
-            physical_shape(value, var.shape, max(var.bitwidth // 8, 1))
-        except (LayoutError, TypeError, ValueError):
-            return False
-        return True
+        return _transforms_fit(value, var.shape, max(var.bitwidth // 8, 1))
     return fits(value, var.shape)
 
 
@@ -423,9 +431,10 @@ class _Solver:
         first: dict[Layout, Hint | Derived | RelayoutAllowed | None] = {}
         for layout, proposer in ordered:
             first.setdefault(layout, proposer)
+        shapes = list({(v.shape, v.bitwidth): v for v in vars_}.values())  # one per shape
         return [(layout, proposer) for layout, proposer in first.items()
                 if all(isinstance(layout, tuple(k)) for k in kinds)
-                and all(fits_variable(layout, v) for v in vars_)]
+                and all(fits_variable(layout, v) for v in shapes)]
 
     def _next_open(self, order: list[int]) -> int | None:
         """The next class to decide: one an assigned neighbour makes suggestions for (so
