@@ -73,3 +73,26 @@ func.func @slice_through_tiles(%a: memref<128x128xf32>) {
   %s = vector.extract_strided_slice %v {offsets = [32, 0], sizes = [64, 128], strides = [1, 1]} : vector<128x128xf32> to vector<64x128xf32>
   return
 }
+
+// -----
+
+func.func @reduce_strided(%a: memref<128x128xf32>, %acc: vector<128xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-note @+1 {{'smalti.vector_load': annotated in out_layouts: #smalti.strided<vec = 4>}}
+  %v = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.strided<vec = 4>]} : (memref<128x128xf32>, index, index) -> vector<128x128xf32>
+  // expected-error @+2 {{'vector.multi_reduction' op cannot be given a layout: no layout exists for the reduction of dims [1] of [128, 128] of this layout}}
+  // expected-note @+1 {{a reduction's result takes the reduced layout of its source}}
+  %r = vector.multi_reduction <add>, %v, %acc [1] : vector<128x128xf32> to vector<128xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_into_strided(%a: memref<128x128xf32>, %row: vector<128xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+3 {{'vector.broadcast' op cannot be given a layout: no source layout makes the broadcast of [128] to [128, 128] have this layout}}
+  // expected-note @+2 {{'vector.broadcast': annotated in out_layouts: #smalti.strided<vec = 4>}}
+  // expected-note @+1 {{vector.broadcast replicates its operand's layout along the new dims}}
+  %b = vector.broadcast %row {out_layouts = [#smalti.strided<vec = 4>]} : vector<128xf32> to vector<128x128xf32>
+  return
+}
