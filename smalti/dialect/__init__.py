@@ -5,6 +5,7 @@ from smalti.dialect import (  # noqa: F401  (registers the ops)
     ops_memory,
     ops_mma,
     ops_sync,
+    ops_warpgroup,
 )
 from smalti.dialect.attributes import (
     LayoutAttrError,

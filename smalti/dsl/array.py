@@ -1,0 +1,346 @@
+"""Traced arrays: a warpgroup-owned vector value with numpy-like arithmetic, broadcasting,
+reductions and casts, each op located at the user's line."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from smalti.dsl.dtypes import bit_width, is_float, mlir_type, numpy_dtype
+from smalti.dsl.locations import user_error
+from smalti.dsl.trace import emit_value
+
+Shape = tuple[int, ...]
+
+FLOAT_BINARY = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf",
+                "div": "arith.divf", "max": "arith.maximumf", "min": "arith.minimumf"}
+INT_BINARY = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
+              "max": "arith.maxsi", "min": "arith.minsi"}
+FLOAT_KINDS = {"sum": "add", "max": "maximumf", "min": "minimumf"}
+INT_KINDS = {"sum": "add", "max": "maxsi", "min": "minsi"}
+
+
+class Array:
+    """A traced array of static `shape` and `dtype`; `x[:, None]`-style views carry unit dims
+    that are only made real (by a broadcast op) where they meet another shape."""
+
+    __array_priority__ = 1000  # numpy scalars on the left defer to Array's operators
+
+    def __init__(self, value: ir.Value, shape: Shape | None = None,
+                 dims: tuple[int, ...] | None = None) -> None:
+        vector_type = ir.VectorType(value.type)
+        self._value = value
+        self._real_shape: Shape = tuple(vector_type.shape)
+        self.shape: Shape = self._real_shape if shape is None else tuple(shape)
+        # Logical dim of each real dim (identity unless unit dims were inserted).
+        self._dims = tuple(range(len(self._real_shape))) if dims is None else dims
+        self.dtype: np.dtype = numpy_dtype(vector_type.element_type)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def value(self) -> ir.Value:
+        """The MLIR value with this array's (logical) shape."""
+        if self.shape == self._real_shape:
+            return self._value
+        return emit_value("vector.shape_cast", [self._value], vector_type(self.shape, self.dtype))
+
+    def __repr__(self) -> str:
+        return f"Array(shape={self.shape}, dtype={self.dtype.name})"
+
+    def __bool__(self) -> bool:
+        raise user_error(TypeError, "a traced Array has no truth value while tracing (use "
+                                    "smalti.dsl.fori for loops; Python `if` sees only Python "
+                                    "values)")
+
+    def __iter__(self):
+        raise user_error(TypeError, "a traced Array cannot be iterated while tracing")
+
+    # Broadcasting ---------------------------------------------------------------------
+    def broadcast_to(self, shape: Shape) -> Array:
+        """This array broadcast (numpy rules) to `shape`."""
+        shape = tuple(shape)
+        if shape == self.shape:
+            return self
+        try:
+            if np.broadcast_shapes(self.shape, shape) != shape:
+                raise ValueError
+        except ValueError:
+            raise user_error(ValueError, f"cannot broadcast an array of shape {self.shape} to "
+                                         f"{shape}") from None
+        offset = len(shape) - len(self.shape)
+        targets = tuple(offset + d for d in self._dims)
+        if self._real_shape == shape:
+            return Array(self._value)
+        result = vector_type(shape, self.dtype)
+        trailing = targets == tuple(range(len(shape) - len(targets), len(shape)))
+        if trailing:
+            return Array(emit_value("vector.broadcast", [self._value], result))
+        dims = ir.DenseI64ArrayAttr.get(list(targets))
+        return Array(emit_value("smalti.broadcast_in_dim", [self._value], result,
+                                {"broadcast_dimensions": dims}))
+
+    def __getitem__(self, key: object) -> Array:
+        """`x[:, None]` (new unit dims) or static slices `x[0:64, :]`."""
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is None for k in key):
+            return self._expand(key)
+        return self._slice(key)
+
+    def _expand(self, key: tuple) -> Array:
+        if sum(k is Ellipsis for k in key) > 1:
+            raise user_error(IndexError, "an index can only have a single ellipsis ('...')")
+        existing = sum(k is not None and k is not Ellipsis for k in key)
+        if Ellipsis in key:
+            at = key.index(Ellipsis)
+            key = (*key[:at], *([slice(None)] * (self.ndim - existing)), *key[at + 1:])
+        else:
+            key = (*key, *([slice(None)] * (self.ndim - existing)))
+        shape, logical = [], []
+        source = 0
+        for k in key:
+            if k is None:
+                shape.append(1)
+                continue
+            if not (isinstance(k, slice) and k == slice(None)):
+                raise user_error(IndexError, "with None (new axes), every other index must be "
+                                             "':' (slice the array first)")
+            if source >= self.ndim:
+                raise user_error(IndexError, f"too many indices for an array of rank {self.ndim}")
+            logical.append(len(shape))
+            shape.append(self.shape[source])
+            source += 1
+        if source != self.ndim:
+            raise user_error(IndexError, f"too few indices for an array of rank {self.ndim}")
+        dims = tuple(logical[d] for d in self._dims)
+        return Array(self._value, tuple(shape), dims)
+
+    def _slice(self, key: tuple) -> Array:
+        if Ellipsis in key:
+            at = key.index(Ellipsis)
+            key = (*key[:at], *([slice(None)] * (self.ndim - len(key) + 1)), *key[at + 1:])
+        if len(key) > self.ndim:
+            raise user_error(IndexError, f"too many indices for an array of rank {self.ndim}")
+        key = (*key, *([slice(None)] * (self.ndim - len(key))))
+        offsets, sizes = [], []
+        for dim, (k, size) in enumerate(zip(key, self.shape, strict=True)):
+            if not isinstance(k, slice) or k.step not in (None, 1) or not all(
+                    isinstance(v, int | None) for v in (k.start, k.stop)):
+                raise user_error(IndexError, f"arrays take static slices `start:stop` (Python "
+                                             f"ints) in every dim; got {k!r} in dim {dim}")
+            start, stop, _ = k.indices(size)
+            if stop <= start:
+                raise user_error(IndexError, f"empty slice {k!r} of dim {dim} (size {size})")
+            offsets.append(start)
+            sizes.append(stop - start)
+        if tuple(sizes) == self.shape:
+            return self
+        attributes = {"offsets": _i64_list(offsets), "sizes": _i64_list(sizes),
+                      "strides": _i64_list([1] * len(sizes))}
+        return Array(emit_value("vector.extract_strided_slice", [self.value],
+                                vector_type(tuple(sizes), self.dtype), attributes))
+
+    @property
+    def T(self) -> Array:
+        """The transpose of a 2-D array (vector.transpose)."""
+        if self.ndim != 2:
+            raise user_error(ValueError, f".T needs a 2-D array, got shape {self.shape}")
+        return Array(emit_value("vector.transpose", [self.value],
+                                vector_type(self.shape[::-1], self.dtype),
+                                {"permutation": _i64_array([1, 0])}))
+
+    # Arithmetic -----------------------------------------------------------------------
+    def _binary(self, other: object, operation: str, reverse: bool = False) -> Array:
+        a, b = (coerce(other, self), self) if reverse else (self, coerce(other, self))
+        if a.dtype != b.dtype:
+            raise user_error(TypeError, f"operands of '{operation}' have different dtypes "
+                                        f"{a.dtype.name} and {b.dtype.name}; cast one with "
+                                        ".astype")
+        try:
+            shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+        except ValueError:
+            raise user_error(ValueError, f"operands of '{operation}' have shapes {a.shape} and "
+                                         f"{b.shape}, which do not broadcast") from None
+        table = FLOAT_BINARY if is_float(a.dtype) else INT_BINARY
+        if operation not in table:
+            raise user_error(TypeError, f"'{operation}' is not supported for {a.dtype.name}")
+        a, b = a.broadcast_to(shape), b.broadcast_to(shape)
+        return Array(emit_value(table[operation], [a.value, b.value], a.value.type))
+
+    def __add__(self, other: object) -> Array:
+        return self._binary(other, "add")
+
+    def __radd__(self, other: object) -> Array:
+        return self._binary(other, "add", reverse=True)
+
+    def __sub__(self, other: object) -> Array:
+        return self._binary(other, "sub")
+
+    def __rsub__(self, other: object) -> Array:
+        return self._binary(other, "sub", reverse=True)
+
+    def __mul__(self, other: object) -> Array:
+        return self._binary(other, "mul")
+
+    def __rmul__(self, other: object) -> Array:
+        return self._binary(other, "mul", reverse=True)
+
+    def __truediv__(self, other: object) -> Array:
+        return self._binary(other, "div")
+
+    def __rtruediv__(self, other: object) -> Array:
+        return self._binary(other, "div", reverse=True)
+
+    def __neg__(self) -> Array:
+        if is_float(self.dtype):
+            return self._unary("arith.negf")
+        return 0 - self
+
+    def __pos__(self) -> Array:
+        return self
+
+    def __abs__(self) -> Array:
+        return self._unary("math.absf" if is_float(self.dtype) else "math.absi")
+
+    def _unary(self, name: str) -> Array:
+        value = self.value
+        return Array(emit_value(name, [value], value.type))
+
+    def float_unary(self, name: str, what: str) -> Array:
+        """A math op defined on floats only (exp, sqrt, ...)."""
+        if not is_float(self.dtype):
+            raise user_error(TypeError, f"{what} needs a float array, got {self.dtype.name}")
+        return self._unary(name)
+
+    def astype(self, dtype: object) -> Array:
+        """Convert elements: extf/truncf between floats, sitofp/fptosi/extsi/trunci otherwise."""
+        target = as_dtype(dtype)
+        if target == self.dtype:
+            return self
+        source_float, target_float = is_float(self.dtype), is_float(target)
+        source_bits, target_bits = bit_width(self.dtype), bit_width(target)
+        match source_float, target_float:
+            case True, True:
+                name = "arith.extf" if target_bits > source_bits else "arith.truncf"
+                if target_bits == source_bits:
+                    raise user_error(TypeError, f"cannot convert {self.dtype.name} to "
+                                                f"{target.name} (same width)")
+            case False, True:
+                name = "arith.sitofp"
+            case True, False:
+                name = "arith.fptosi"
+            case _:
+                name = "arith.extsi" if target_bits > source_bits else "arith.trunci"
+        return Array(emit_value(name, [self.value], vector_type(self.shape, target)))
+
+    # Reductions -----------------------------------------------------------------------
+    def _reduce(self, how: str, axis: int | Sequence[int] | None, keepdims: bool) -> Array:
+        axes = _normalize_axes(axis, self.ndim)
+        kept = tuple(size for d, size in enumerate(self.shape) if d not in axes)
+        if not kept:
+            raise user_error(ValueError, f"reducing every axis of a {self.shape} array gives a "
+                                         "scalar; keep at least one axis")
+        kinds = FLOAT_KINDS if is_float(self.dtype) else INT_KINDS
+        result_type = vector_type(kept, self.dtype)
+        accumulator = splat(_identity(how, self.dtype), kept, self.dtype)
+        attributes = {"kind": ir.Attribute.parse(f"#vector.kind<{kinds[how]}>"),
+                      "reduction_dims": _i64_array(list(axes))}
+        reduced = Array(emit_value("vector.multi_reduction", [self.value, accumulator.value],
+                                   result_type, attributes))
+        if not keepdims:
+            return reduced
+        shape = tuple(1 if d in axes else size for d, size in enumerate(self.shape))
+        return Array(reduced._value, shape, tuple(d for d in range(self.ndim) if d not in axes))
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
+        return self._reduce("sum", axis, keepdims)
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
+        return self._reduce("max", axis, keepdims)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
+        return self._reduce("min", axis, keepdims)
+
+
+def _normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    normalized = []
+    for a in axes:
+        if not isinstance(a, int) or not -ndim <= a < ndim:
+            raise user_error(ValueError, f"axis {a!r} is out of range for an array of rank {ndim}")
+        normalized.append(a % ndim)
+    if len(set(normalized)) != len(normalized):
+        raise user_error(ValueError, f"repeated axis in {axis!r}")
+    return tuple(sorted(normalized))
+
+
+def _identity(how: str, dtype: np.dtype) -> float | int:
+    if is_float(dtype):
+        return {"sum": 0.0, "max": -math.inf, "min": math.inf}[how]
+    info = np.iinfo(dtype)
+    return {"sum": 0, "max": int(info.min), "min": int(info.max)}[how]
+
+
+def _i64_array(values: Sequence[int]) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+def _i64_list(values: Sequence[int]) -> ir.Attribute:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.IntegerAttr.get(i64, int(v)) for v in values])
+
+
+def as_dtype(dtype: object) -> np.dtype:
+    """A supported numpy dtype; a located TypeError otherwise."""
+    from smalti.dsl.dtypes import mlir_name
+
+    if mlir_name(dtype) is None:
+        raise user_error(TypeError, f"unsupported dtype {dtype!r}")
+    return np.dtype(dtype)
+
+
+def vector_type(shape: Shape, dtype: np.dtype) -> ir.VectorType:
+    return ir.VectorType.get(list(shape), mlir_type(dtype))
+
+
+def splat(value: float | int, shape: Shape, dtype: object) -> Array:
+    """An array of `shape` whose elements all equal `value` (a splat arith.constant)."""
+    dtype = as_dtype(dtype)
+    element = mlir_type(dtype)
+    if is_float(dtype):
+        attr = ir.FloatAttr.get(element, float(value))
+    else:
+        if isinstance(value, float) and not value.is_integer():
+            raise user_error(TypeError, f"{value!r} is not a {dtype.name} value")
+        attr = ir.IntegerAttr.get(element, int(value))
+    result = vector_type(tuple(shape), dtype)
+    dense = ir.DenseElementsAttr.get_splat(result, attr)
+    return Array(emit_value("arith.constant", [], result, {"value": dense}))
+
+
+def coerce(value: object, like: Array) -> Array:
+    """An Array as is; a Python number as a splat of `like`'s shape and dtype."""
+    if isinstance(value, Array):
+        return value
+    return scalar_array(value, like.shape, like.dtype)
+
+
+def scalar_array(value: object, shape: Shape, dtype: np.dtype) -> Array:
+    """A Python number as a splat array; a located TypeError for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise user_error(TypeError, f"cannot combine an Array with {type(value).__name__}")
+    if isinstance(value, float | np.floating) and not is_float(dtype):
+        raise user_error(TypeError, f"cannot combine a {dtype.name} array with the float "
+                                    f"{value!r}")
+    return splat(value, shape, dtype)

@@ -1,0 +1,74 @@
+"""Loops: `fori(lo, hi, body, init)` traces `body` once into an scf.for with carried arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from jaxlib.mlir import ir
+
+from smalti.dsl.array import Array
+from smalti.dsl.index import Index, as_index
+from smalti.dsl.locations import user_error
+from smalti.dsl.trace import emit
+
+Carry = Array | tuple[Array, ...] | list[Array] | None
+
+
+def fori(lower: int | Index, upper: int | Index, body: Callable[[Index, Carry], Carry],
+         init: Carry = None, *, step: int = 1) -> Carry:
+    """for i in range(lower, upper, step): carry = body(i, carry); return carry.
+
+    `i` is a traced Index; `init` is None, an Array or a tuple/list of Arrays, and `body`
+    must return the same structure with the same shapes and dtypes (an scf.for)."""
+    if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
+        raise user_error(ValueError, f"fori needs a positive Python int step, got {step!r}")
+    if not callable(body):
+        raise user_error(TypeError, f"fori's body must be callable, got {type(body).__name__}")
+    carried = _flatten(init, "fori's init")
+    bounds = [as_index(v, "a loop bound").materialize() for v in (lower, upper, step)]
+    values = [a.value for a in carried]
+    loop = emit("scf.for", [*bounds, *values], [v.type for v in values], regions=1)
+    block = loop.regions[0].blocks.append(ir.IndexType.get(), *[v.type for v in values])
+    with ir.InsertionPoint(block):
+        arguments = [Array(a) for a in list(block.arguments)[1:]]
+        result = body(Index.of(block.arguments[0]), _unflatten(init, arguments))
+        yielded = _flatten(result, "fori's body result")
+        _check_carry(carried, yielded, body)
+        emit("scf.yield", [y.value for y in yielded])
+    return _unflatten(init, [Array(r) for r in loop.results])
+
+
+def _flatten(carry: object, what: str) -> list[Array]:
+    match carry:
+        case None:
+            return []
+        case Array():
+            return [carry]
+        case tuple() | list() if all(isinstance(c, Array) for c in carry):
+            return list(carry)
+    raise user_error(TypeError, f"{what} must be None, an Array or a tuple of Arrays, got "
+                                f"{type(carry).__name__}")
+
+
+def _unflatten(like: Carry, arrays: list[Array]) -> Carry:
+    match like:
+        case None:
+            return None
+        case Array():
+            return arrays[0]
+        case list():
+            return list(arrays)
+    return tuple(arrays)
+
+
+def _check_carry(init: list[Array], result: list[Array], body: Callable) -> None:
+    code = getattr(body, "__code__", None)
+    where = f" (body at {code.co_filename}:{code.co_firstlineno})" if code else ""
+    if len(init) != len(result):
+        raise user_error(TypeError, f"fori's body returns {len(result)} arrays for "
+                                    f"{len(init)} carried{where}")
+    for k, (a, b) in enumerate(zip(init, result, strict=True)):
+        if (a.shape, a.dtype) != (b.shape, b.dtype):
+            raise user_error(TypeError, f"fori's carried value #{k} enters as "
+                                        f"{a.dtype.name}{list(a.shape)} but the body returns "
+                                        f"{b.dtype.name}{list(b.shape)}{where}")

@@ -1,0 +1,115 @@
+"""Traced index scalars (block ids, loop counters and arithmetic on them) kept in linear form,
+so that `ref[i:i + 128]` has a static length even when `i` is only known on the GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
+
+from smalti.dsl.locations import user_error
+from smalti.dsl.trace import emit_value
+
+
+@dataclass(frozen=True, eq=False)
+class Index:
+    """constant + sum(coefficient * atom): atoms are index values of the kernel."""
+
+    terms: tuple[tuple[ir.Value, int], ...]
+    constant: int = 0
+
+    @staticmethod
+    def of(value: ir.Value) -> Index:
+        return Index(((value, 1),))
+
+    @property
+    def static(self) -> int | None:
+        """The value if it is known while tracing."""
+        return None if self.terms else self.constant
+
+    def _combine(self, other: IndexLike, sign: int) -> Index:
+        other = as_index(other, "an index")
+        terms = list(self.terms)
+        for value, coefficient in other.terms:
+            for k, (existing, c) in enumerate(terms):
+                if existing == value:
+                    terms[k] = (existing, c + sign * coefficient)
+                    break
+            else:
+                terms.append((value, sign * coefficient))
+        return Index(tuple((v, c) for v, c in terms if c), self.constant + sign * other.constant)
+
+    def __add__(self, other: IndexLike) -> Index:
+        return self._combine(other, 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: IndexLike) -> Index:
+        return self._combine(other, -1)
+
+    def __rsub__(self, other: IndexLike) -> Index:
+        return as_index(other, "an index")._combine(self, -1)
+
+    def __neg__(self) -> Index:
+        return Index(tuple((v, -c) for v, c in self.terms), -self.constant)
+
+    def __mul__(self, other: IndexLike) -> Index:
+        other = as_index(other, "an index")
+        if other.static is not None:
+            factor = other.static
+            return Index(tuple((v, c * factor) for v, c in self.terms if c * factor),
+                         self.constant * factor)
+        if self.static is not None:
+            return other * self.static
+        product = emit_value("arith.muli", [self.materialize(), other.materialize()],
+                             ir.IndexType.get())
+        return Index.of(product)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: object) -> Index:
+        raise user_error(TypeError, "division of traced indices is not supported; divide the "
+                                    "Python ints before combining them with program_id")
+
+    __mod__ = __floordiv__
+
+    def __index__(self) -> int:
+        if self.static is None:
+            raise user_error(TypeError, "a traced index (program_id, a loop counter) has no "
+                                        "Python value while tracing")
+        return self.static
+
+    def materialize(self) -> ir.Value:
+        """The index as an MLIR value (ops at the user's current line)."""
+        index = ir.IndexType.get()
+        total: ir.Value | None = None
+        for value, coefficient in self.terms:
+            term = value if coefficient == 1 else emit_value(
+                "arith.muli", [value, constant_index(coefficient)], index)
+            total = term if total is None else emit_value("arith.addi", [total, term], index)
+        if total is None:
+            return constant_index(self.constant)
+        if self.constant:
+            total = emit_value("arith.addi", [total, constant_index(self.constant)], index)
+        return total
+
+    def __repr__(self) -> str:
+        return f"Index(<traced>{self.constant:+d})" if self.terms else f"Index({self.constant})"
+
+
+IndexLike = Index | int
+
+
+def as_index(value: object, what: str) -> Index:
+    """A Python int or an Index as an Index; a located TypeError otherwise."""
+    if isinstance(value, Index):
+        return value
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise user_error(TypeError, f"expected {what} (a Python int or a traced index), got "
+                                    f"{type(value).__name__}")
+    return Index((), int(value.__index__()))
+
+
+def constant_index(value: int) -> ir.Value:
+    index = ir.IndexType.get()
+    return emit_value("arith.constant", [], index, {"value": ir.IntegerAttr.get(index, value)})

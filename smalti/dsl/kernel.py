@@ -1,0 +1,172 @@
+"""`@kernel`: a Python function over refs, traced per input signature into a smalti kernel,
+compiled through the cache, and called with jax.Arrays (jit or not)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.context import make_context
+from smalti.dialect.kernel import GRID_ATTR, KERNEL_ATTR, WARPGROUPS_ATTR
+from smalti.dsl.dtypes import mlir_type
+from smalti.dsl.refs import Ref
+from smalti.dsl.specs import (
+    ArraySpec,
+    check_expected,
+    normalize_grid,
+    out_specs,
+    resolve,
+    spec_of,
+)
+from smalti.dsl.trace import TraceInfo, tracing
+from smalti.runtime.cache import CompiledKernel, compile_kernel
+from smalti.runtime.compiler import DEFAULT_ARCH
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What the decorator says about launching, as given (values or callables of inputs)."""
+
+    grid: object
+    warpgroups: int
+    cluster: tuple[int, int, int]
+    out_shape: object
+    in_specs: tuple[object, ...] | None
+
+
+@dataclass(frozen=True)
+class Traced:
+    """One traced instance of a kernel: its MLIR module and the specs it was traced for."""
+
+    module: ir.Operation
+    inputs: tuple[ArraySpec, ...]
+    outputs: tuple[ArraySpec, ...]
+    single_output: bool
+    grid: tuple[int, ...]
+
+    @property
+    def mlir(self) -> str:
+        """The module as text, with the user's file:line locations."""
+        return self.module.get_asm(enable_debug_info=True)
+
+
+class Kernel:
+    """A traced-on-demand kernel; call it with arrays, like a jax function."""
+
+    def __init__(self, fn: Callable[..., None], options: LaunchOptions,
+                 name: str | None = None, arch: str = DEFAULT_ARCH) -> None:
+        self.fn = fn
+        self.options = options
+        self.name = re.sub(r"\W", "_", name or fn.__name__)
+        self.arch = arch
+        self.params = [p.name for p in inspect.signature(fn).parameters.values()]
+        self._compiled: dict[tuple[ArraySpec, ...], tuple[Traced, CompiledKernel]] = {}
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<smalti kernel {self.name}({', '.join(self.params)})>"
+
+    def input_specs(self, args: tuple) -> tuple[ArraySpec, ...]:
+        """Check the call's arrays; TypeError/ValueError naming the parameter that is wrong."""
+        declared = self.options.in_specs
+        count = len(declared) if declared is not None else None
+        specs = []
+        for position, value in enumerate(args):
+            param = self.params[position] if position < len(self.params) else f"#{position}"
+            what = f"argument '{param}' of kernel {self.name}"
+            spec = spec_of(value, what)
+            if declared is not None and position < len(declared) and declared[position] is not None:
+                check_expected(spec, declared[position], what)
+            specs.append(spec)
+        if count is not None and count != len(args):
+            raise TypeError(f"kernel {self.name} takes {count} input arrays, got {len(args)}")
+        return tuple(specs)
+
+    def trace(self, *args: Any) -> Traced:
+        """Trace the body for the specs of `args` (arrays or jax.ShapeDtypeStructs)."""
+        inputs = self.input_specs(args)
+        outputs, single = out_specs(resolve(self.options.out_shape, inputs), self.name)
+        if len(self.params) != len(inputs) + len(outputs):
+            raise TypeError(f"kernel {self.name} takes {len(self.params)} refs "
+                            f"({', '.join(self.params)}) but is called with {len(inputs)} "
+                            f"inputs and declares {len(outputs)} outputs")
+        grid = normalize_grid(resolve(self.options.grid, inputs), self.name)
+        module = self._build(inputs + outputs, grid)
+        return Traced(module, inputs, outputs, single, grid)
+
+    def _build(self, refs: tuple[ArraySpec, ...], grid: tuple[int, ...]) -> ir.Operation:
+        code = self.fn.__code__
+        context = make_context()
+        with context, ir.Location.file(code.co_filename, code.co_firstlineno, 1) as location:
+            module = ir.Module.create(location)
+            types = [ir.MemRefType.get(list(s.shape), mlir_type(s.dtype)) for s in refs]
+            attributes = {
+                "sym_name": ir.StringAttr.get(self.name),
+                "function_type": ir.TypeAttr.get(ir.FunctionType.get(types, [])),
+                KERNEL_ATTR: ir.UnitAttr.get(),
+                GRID_ATTR: ir.DenseI64ArrayAttr.get(list(grid)),
+                WARPGROUPS_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                    self.options.warpgroups),
+            }
+            with ir.InsertionPoint(module.body):
+                func = ir.Operation.create("func.func", attributes=attributes, regions=1,
+                                           loc=location)
+            block = func.regions[0].blocks.append(*types)
+            info = TraceInfo(self.name, (*grid, 1, 1)[:3], self.options.warpgroups)
+            with ir.InsertionPoint(block), tracing(info):
+                result = self.fn(*(Ref(arg, param) for arg, param in
+                                   zip(block.arguments, self.params, strict=True)))
+                if result is not None:
+                    raise TypeError(f"kernel {self.name} ({code.co_filename}:"
+                                    f"{code.co_firstlineno}) must return None: outputs are "
+                                    "written through their refs")
+                ir.Operation.create("func.return", loc=location)
+        return module.operation
+
+    def compile(self, *args: Any) -> tuple[Traced, CompiledKernel]:
+        """Trace and compile for the specs of `args` (cached per signature and by content)."""
+        key = self.input_specs(args)
+        hit = self._compiled.get(key)
+        if hit is None:
+            traced = self.trace(*args)
+            hit = (traced, compile_kernel(traced.module, arch=self.arch))
+            self._compiled[key] = hit
+        return hit
+
+    def __call__(self, *args: Any) -> Any:
+        """Run the kernel on `args`: the output arrays (one, or a tuple as out_shape says)."""
+        from smalti.runtime.jax_integration import call_kernel
+
+        traced, compiled = self.compile(*args)
+        results = call_kernel(compiled, args, [(o.shape, o.dtype) for o in traced.outputs],
+                              cluster=self.options.cluster)
+        return results[0] if traced.single_output else tuple(results)
+
+
+def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
+           cluster: tuple[int, ...] = (1, 1, 1), in_specs: tuple[object, ...] | None = None,
+           name: str | None = None, arch: str = DEFAULT_ARCH
+           ) -> Callable[[Callable[..., None]], Kernel]:
+    """Decorate `body(*input_refs, *output_refs)` into a Kernel.
+
+    `grid` (1-3 ints) and `out_shape` (a jax.ShapeDtypeStruct or a tuple of them) may also
+    be callables of the inputs' specs (objects with .shape and .dtype). `in_specs`, when
+    given, declares each input's shape and dtype (checked at the call)."""
+    if not isinstance(warpgroups, int) or warpgroups < 1:
+        raise ValueError(f"warpgroups must be a positive int, got {warpgroups!r}")
+    cluster_dims = (*tuple(cluster), 1, 1)[:3]
+    if len(tuple(cluster)) > 3 or any(not isinstance(c, int) or c < 1 for c in cluster_dims):
+        raise ValueError(f"cluster must be 1 to 3 positive ints, got {cluster!r}")
+    options = LaunchOptions(grid, warpgroups, cluster_dims, out_shape,
+                            None if in_specs is None else tuple(in_specs))
+
+    def decorate(fn: Callable[..., None]) -> Kernel:
+        return Kernel(fn, options, name, arch)
+
+    return decorate

@@ -1,0 +1,133 @@
+"""Functions of the kernel body: program ids, math on arrays, constants, layout hints."""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from smalti.dialect.attributes import (
+    LayoutAttrError,
+    layout_to_attr,
+    layout_to_text,
+    text_to_layout,
+)
+from smalti.dsl.array import Array, Shape, as_dtype, coerce, splat
+from smalti.dsl.index import Index
+from smalti.dsl.locations import user_error
+from smalti.dsl.trace import active, emit_value
+from smalti.tiling import Layout, LayoutError, check_layout_fits
+
+_AXES = "xyz"
+
+
+def program_id(axis: int) -> Index:
+    """The block's index along grid `axis` (gpu.block_id)."""
+    if axis not in (0, 1, 2):
+        raise user_error(ValueError, f"program_id axis must be 0, 1 or 2, got {axis!r}")
+    active()
+    value = emit_value("gpu.block_id", [], ir.IndexType.get(),
+                       {"dimension": ir.Attribute.parse(f"#gpu<dim {_AXES[axis]}>")})
+    return Index.of(value)
+
+
+def num_programs(axis: int) -> int:
+    """The grid size along `axis` (static: known while tracing)."""
+    if axis not in (0, 1, 2):
+        raise user_error(ValueError, f"num_programs axis must be 0, 1 or 2, got {axis!r}")
+    return active().grid[axis]
+
+
+def _array(x: object, what: str) -> Array:
+    if not isinstance(x, Array):
+        raise user_error(TypeError, f"{what} takes a traced Array, got {type(x).__name__}")
+    return x
+
+
+def exp(x: Array) -> Array:
+    return _array(x, "exp").float_unary("math.exp", "exp")
+
+
+def exp2(x: Array) -> Array:
+    return _array(x, "exp2").float_unary("math.exp2", "exp2")
+
+
+def log(x: Array) -> Array:
+    return _array(x, "log").float_unary("math.log", "log")
+
+
+def sqrt(x: Array) -> Array:
+    return _array(x, "sqrt").float_unary("math.sqrt", "sqrt")
+
+
+def rsqrt(x: Array) -> Array:
+    return _array(x, "rsqrt").float_unary("math.rsqrt", "rsqrt")
+
+
+def tanh(x: Array) -> Array:
+    return _array(x, "tanh").float_unary("math.tanh", "tanh")
+
+
+def abs(x: Array) -> Array:
+    return _array(x, "abs").__abs__()
+
+
+def maximum(x: Array | float, y: Array | float) -> Array:
+    """Elementwise maximum with broadcasting (NaN-propagating for floats)."""
+    return _binary(x, y, "max", "maximum")
+
+
+def minimum(x: Array | float, y: Array | float) -> Array:
+    """Elementwise minimum with broadcasting (NaN-propagating for floats)."""
+    return _binary(x, y, "min", "minimum")
+
+
+def _binary(x: object, y: object, operation: str, what: str) -> Array:
+    if isinstance(x, Array):
+        return x._binary(y, operation)
+    if isinstance(y, Array):
+        return y._binary(x, operation, reverse=True)
+    raise user_error(TypeError, f"{what} needs at least one traced Array")
+
+
+def full(shape: Shape, value: float | int, dtype: object = np.float32) -> Array:
+    """An array of `shape` filled with `value`."""
+    return splat(value, tuple(shape), dtype)
+
+
+def zeros(shape: Shape, dtype: object = np.float32) -> Array:
+    return splat(0, tuple(shape), dtype)
+
+
+def broadcast_to(x: Array, shape: Shape) -> Array:
+    """`x` broadcast to `shape` by numpy rules."""
+    return _array(x, "broadcast_to").broadcast_to(tuple(shape))
+
+
+def astype(x: Array, dtype: object) -> Array:
+    return _array(x, "astype").astype(as_dtype(dtype))
+
+
+def layout_cast(x: Array, layout: Layout | str) -> Array:
+    """The same array, required to be in register `layout` (a hint to inference; the lowering
+    converts when the operand's layout differs). `layout` is a smalti.tiling layout or its
+    attribute text, e.g. "strided<vec = 4>" or "#smalti.splat"."""
+    x = _array(x, "layout_cast")
+    if isinstance(layout, str):
+        text = layout.strip().removeprefix("#smalti.")
+        try:
+            layout = text_to_layout(text)
+        except (LayoutAttrError, LayoutError, ValueError) as error:
+            raise user_error(ValueError, f"bad layout {layout!r}: {error}") from None
+    try:
+        check_layout_fits(layout, x.shape)
+    except LayoutError as error:
+        raise user_error(ValueError, f"layout #smalti.{layout_to_text(layout)} cannot hold an "
+                                     f"array of shape {x.shape}: {error}") from None
+    value = x.value
+    return Array(emit_value("smalti.layout_cast", [value], value.type,
+                            {"new_layout": layout_to_attr(layout)}))
+
+
+__all__ = ["abs", "astype", "broadcast_to", "coerce", "exp", "exp2", "full", "layout_cast",
+           "log", "maximum", "minimum", "num_programs", "program_id", "rsqrt", "sqrt", "tanh",
+           "zeros"]

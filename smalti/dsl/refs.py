@@ -1,0 +1,128 @@
+"""Kernel arguments as refs: indexing a global-memory ref loads an Array, assigning stores one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from smalti.dsl.array import Array, Shape, scalar_array, vector_type
+from smalti.dsl.dtypes import numpy_dtype
+from smalti.dsl.index import Index, as_index
+from smalti.dsl.locations import user_error
+from smalti.dsl.trace import emit, emit_value
+
+
+@dataclass(frozen=True)
+class Window:
+    """A static-shaped window of a ref: where it starts and which dims it keeps."""
+
+    starts: tuple[Index, ...]
+    sizes: Shape
+    kept: tuple[bool, ...]  # False where an integer index drops the dim
+
+    @property
+    def shape(self) -> Shape:
+        return tuple(s for s, keep in zip(self.sizes, self.kept, strict=True) if keep)
+
+
+class Ref:
+    """A kernel argument in global memory: `ref[i:i + 128, :]` loads, `ref[...] = x` stores."""
+
+    def __init__(self, value: ir.Value, name: str) -> None:
+        memref = ir.MemRefType(value.type)
+        self._value = value
+        self.name = name
+        self.shape: Shape = tuple(memref.shape)
+        self.dtype: np.dtype = numpy_dtype(memref.element_type)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Ref({self.name}: {self.dtype.name}{list(self.shape)})"
+
+    def window(self, key: object) -> Window:
+        """Resolve an index expression into a window; located IndexError/TypeError if bad."""
+        key = key if isinstance(key, tuple) else (key,)
+        if sum(k is Ellipsis for k in key) > 1:
+            raise user_error(IndexError, "an index can only have a single ellipsis ('...')")
+        if Ellipsis in key:
+            at = key.index(Ellipsis)
+            key = (*key[:at], *([slice(None)] * (self.ndim - len(key) + 1)), *key[at + 1:])
+        if len(key) > self.ndim:
+            raise user_error(IndexError, f"too many indices for {self.name} of rank {self.ndim}")
+        key = (*key, *([slice(None)] * (self.ndim - len(key))))
+        starts, sizes, kept = [], [], []
+        for dim, (k, size) in enumerate(zip(key, self.shape, strict=True)):
+            if isinstance(k, slice):
+                start, length = self._slice(dim, k, size)
+                keep = True
+            else:
+                start, length, keep = as_index(k, f"an index of {self.name}"), 1, False
+                if start.static is not None and start.static < 0:
+                    start = Index((), start.static + size)
+            if start.static is not None and not 0 <= start.static <= size - length:
+                raise user_error(IndexError, f"window [{start.static}, {start.static + length}) "
+                                             f"of dim {dim} is out of bounds for {self.name} of "
+                                             f"shape {self.shape}")
+            starts.append(start)
+            sizes.append(length)
+            kept.append(keep)
+        if not any(kept):
+            raise user_error(IndexError, f"indexing every dim of {self.name} gives a scalar; "
+                                         "keep at least one dim (a slice)")
+        return Window(tuple(starts), tuple(sizes), tuple(kept))
+
+    def _slice(self, dim: int, k: slice, size: int) -> tuple[Index, int]:
+        if k.step not in (None, 1):
+            raise user_error(IndexError, f"strided slices are not supported (dim {dim} of "
+                                         f"{self.name} has step {k.step!r})")
+        start = as_index(0 if k.start is None else k.start, "a slice start")
+        stop = as_index(size if k.stop is None else k.stop, "a slice stop")
+        if start.static is not None and stop.static is not None:
+            start_value, stop_value = (v + size if v < 0 else v
+                                       for v in (start.static, stop.static))
+            if not 0 <= start_value <= stop_value <= size:
+                raise user_error(IndexError, f"slice [{start.static}:{stop.static}] of dim "
+                                             f"{dim} is out of bounds for {self.name} of shape "
+                                             f"{self.shape}")
+            if stop_value == start_value:
+                raise user_error(IndexError, f"empty slice [{start.static}:{stop.static}] of dim "
+                                             f"{dim} of {self.name} (size {size})")
+            return Index((), start_value), stop_value - start_value
+        length = (stop - start).static
+        if length is None or length <= 0:
+            raise user_error(IndexError, f"the slice of dim {dim} of {self.name} must have a "
+                                         "static positive length, like `i:i + 128`")
+        return start, length
+
+    def __getitem__(self, key: object) -> Array:
+        window = self.window(key)
+        indices = [s.materialize() for s in window.starts]
+        loaded = emit_value("smalti.vector_load", [self._value, *indices],
+                            vector_type(window.sizes, self.dtype))
+        array = Array(loaded)
+        if window.shape != window.sizes:
+            array = Array(emit_value("vector.shape_cast", [loaded],
+                                     vector_type(window.shape, self.dtype)))
+        return array
+
+    def __setitem__(self, key: object, value: object) -> None:
+        window = self.window(key)
+        if not isinstance(value, Array):
+            value = scalar_array(value, window.shape, self.dtype)
+        if value.dtype != self.dtype:
+            raise user_error(TypeError, f"storing a {value.dtype.name} array into {self.name} "
+                                        f"of dtype {self.dtype.name}; cast it with .astype")
+        if value.shape != window.shape:
+            value = value.broadcast_to(window.shape)
+        stored = value.value
+        if window.shape != window.sizes:
+            stored = emit_value("vector.shape_cast", [stored],
+                                vector_type(window.sizes, self.dtype))
+        indices = [s.materialize() for s in window.starts]
+        emit("smalti.vector_store", [stored, self._value, *indices])
+

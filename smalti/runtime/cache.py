@@ -1,0 +1,226 @@
+"""Compiled kernels cached by content: in memory and on disk (`SMALTI_CACHE_DIR`, default
+`~/.cache/smalti`), keyed by a hash of the module text, the compiler version and the arch.
+
+Entries are written atomically (a temporary file renamed into place) and carry a checksum of
+their payload; an entry that fails to parse or to match its checksum is rebuilt.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from jaxlib.mlir import ir
+
+from smalti import __version__
+from smalti.dialect.kernel import KernelArg, KernelSignature, TensorMapRecord, kernel_functions
+from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
+from smalti.runtime.compiler import DEFAULT_ARCH, compile_module
+
+CACHE_VARIABLE = "SMALTI_CACHE_DIR"
+FORMAT = 1
+_SMALTI_ROOT = Path(__file__).resolve().parents[1]
+_COMPILER_PACKAGES = ("dialect", "tiling", "layout_inference", "lowering", "passes", "ptx")
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """One kernel ready to launch: its PTX, its cubin (None without ptxas), its signature."""
+
+    key: str
+    ptx: str
+    signature: KernelSignature
+    cubin: bytes | None
+    arch: str = DEFAULT_ARCH
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+
+def cache_directory() -> Path:
+    """$SMALTI_CACHE_DIR, else $XDG_CACHE_HOME/smalti, else ~/.cache/smalti."""
+    configured = os.environ.get(CACHE_VARIABLE)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "smalti"
+
+
+@functools.cache
+def compiler_version() -> str:
+    """smalti's version, a hash of the compiler's sources, and the ptxas in use: anything that
+    changes what a module compiles to."""
+    digest = hashlib.sha256(__version__.encode())
+    for package in _COMPILER_PACKAGES:
+        for path in sorted((_SMALTI_ROOT / package).rglob("*.py")):
+            digest.update(path.relative_to(_SMALTI_ROOT).as_posix().encode())
+            digest.update(path.read_bytes())
+    digest.update((_SMALTI_ROOT / "runtime" / "compiler.py").read_bytes())
+    try:
+        ptxas = find_tool("ptxas")
+        stat = ptxas.stat()
+        digest.update(f"{ptxas}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    except ToolchainError:
+        digest.update(b"no ptxas")
+    return f"{__version__}+{digest.hexdigest()[:16]}"
+
+
+def cache_key(module_text: str, arch: str) -> str:
+    """The content hash naming a compiled module."""
+    material = f"smalti-cache {FORMAT}\n{compiler_version()}\n{arch}\n{module_text}"
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def module_text(module: ir.Operation) -> str:
+    """The module's text without locations: the same kernel traced from another line hits."""
+    return module.get_asm(enable_debug_info=False)
+
+
+class KernelCache:
+    """The memory and disk levels of the cache; `directory=None` keeps memory only."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self._memory: dict[str, CompiledKernel] = {}
+        self._lock = threading.Lock()
+
+    def path(self, key: str) -> Path:
+        assert self.directory is not None
+        return self.directory / f"{key}.json"
+
+    def get(self, key: str) -> CompiledKernel | None:
+        """The entry for `key`; a corrupted disk entry is removed (and reported) as a miss."""
+        with self._lock:
+            hit = self._memory.get(key)
+        if hit is not None or self.directory is None:
+            return hit
+        path = self.path(key)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            compiled = decode_entry(raw, key)
+        except (ValueError, KeyError, TypeError) as error:
+            _log.warning("smalti: rebuilding corrupted cache entry %s (%s)", path, error)
+            path.unlink(missing_ok=True)
+            return None
+        with self._lock:
+            self._memory[key] = compiled
+        return compiled
+
+    def put(self, compiled: CompiledKernel) -> None:
+        with self._lock:
+            self._memory[compiled.key] = compiled
+        if self.directory is not None:
+            atomic_write(self.path(compiled.key), encode_entry(compiled))
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so readers see either the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def encode_entry(compiled: CompiledKernel) -> bytes:
+    payload = {
+        "key": compiled.key,
+        "arch": compiled.arch,
+        "ptx": compiled.ptx,
+        "cubin": None if compiled.cubin is None else base64.b64encode(compiled.cubin).decode(),
+        "signature": dataclasses.asdict(compiled.signature),
+    }
+    body = json.dumps(payload, sort_keys=True)
+    checksum = hashlib.sha256(body.encode()).hexdigest()
+    return json.dumps({"format": FORMAT, "checksum": checksum, "payload": body}).encode()
+
+
+def decode_entry(raw: bytes, key: str) -> CompiledKernel:
+    """The entry in `raw`; ValueError if it is malformed, for another key, or corrupted."""
+    try:
+        entry = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"not JSON: {error}") from None
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        raise ValueError("unknown entry format")
+    body = entry["payload"]
+    if hashlib.sha256(body.encode()).hexdigest() != entry["checksum"]:
+        raise ValueError("checksum mismatch")
+    payload = json.loads(body)
+    if payload["key"] != key:
+        raise ValueError(f"entry holds key {payload['key']}")
+    cubin = payload["cubin"]
+    return CompiledKernel(key, payload["ptx"], _signature(payload["signature"]),
+                          None if cubin is None else base64.b64decode(cubin), payload["arch"])
+
+
+def _signature(data: dict) -> KernelSignature:
+    return KernelSignature(
+        name=data["name"], grid=tuple(data["grid"]), warpgroups=data["warpgroups"],
+        args=tuple(KernelArg(a["name"], a["dtype"], None if a["shape"] is None
+                             else tuple(a["shape"])) for a in data["args"]),
+        smem_bytes=data["smem_bytes"],
+        tensor_maps=tuple(TensorMapRecord(**{**t, "shape": tuple(t["shape"]),
+                                             "box": tuple(t["box"])})
+                          for t in data["tensor_maps"]))
+
+
+_CACHES: dict[Path | None, KernelCache] = {}
+
+
+def default_cache() -> KernelCache:
+    """The process-wide cache over the current cache directory."""
+    directory = cache_directory()
+    if directory not in _CACHES:
+        _CACHES[directory] = KernelCache(directory)
+    return _CACHES[directory]
+
+
+def ptxas_available() -> bool:
+    try:
+        find_tool("ptxas")
+    except ToolchainError:
+        return False
+    return True
+
+
+def compile_kernel(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
+                   cache: KernelCache | None = None) -> CompiledKernel:
+    """The compiled form of a one-kernel module, from the cache or compiled (and stored).
+    Compiling runs the pipeline on `module` in place; errors are located DiagnosticErrors."""
+    cache = default_cache() if cache is None else cache
+    key = cache_key(module_text(module), arch)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    if len(kernel_functions(module)) != 1:
+        raise ValueError("compile_kernel takes a module with exactly one kernel")
+    compiled_module = compile_module(module, arch=arch)
+    signature = compiled_module.signature()
+    cubin = None
+    if ptxas_available():
+        cubin = compile_ptx(compiled_module.ptx, arch=arch, kernel_hint=signature.name).cubin
+    compiled = CompiledKernel(key, compiled_module.ptx, signature, cubin, arch)
+    cache.put(compiled)
+    return compiled

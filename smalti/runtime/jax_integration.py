@@ -1,0 +1,147 @@
+"""Compiled kernels as JAX operations, inside and outside `jax.jit`.
+
+On CPU the call runs the kernel's PTX in the simulator (a `jax.pure_callback`); on CUDA it is
+an XLA FFI custom call (`smalti_launch`) whose attributes carry the cubin, the launch
+configuration and the tensor-map records, launched by the C++ launcher on XLA's stream.
+`jax.lax.platform_dependent` picks the branch when the computation is lowered, so
+`jax.export(..., platforms=["cuda"])` works on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+from smalti.dialect.kernel import KernelSignature, TensorMapRecord
+from smalti.runtime.cache import CompiledKernel, cache_directory
+from smalti.runtime.compiler import CompiledModule
+from smalti.runtime.launcher import TARGET_NAME
+from smalti.runtime.simulate import NUMPY_DTYPES, run_simulated
+from smalti.runtime.tensor_maps import encode_arguments
+
+# CUtensorMapDataType values of the CUDA driver API.
+TENSOR_MAP_DATA_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 3, "i64": 5,
+                         "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
+SWIZZLE_CODES = {None: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
+OOB_FILL_CODES = {"zero": 0, "nan": 1}  # CUtensorMapFloatOOBfill
+RECORD_SIZE = 24  # i64 entries per tensor-map record (launcher.cc reads the same layout)
+
+OutputSpec = tuple[tuple[int, ...], np.dtype]
+
+
+def check_call(signature: KernelSignature, args: Sequence[object],
+               outputs: Sequence[OutputSpec]) -> None:
+    """TypeError/ValueError naming the argument whose shape or dtype the kernel was not
+    compiled for; checked before anything is traced or launched."""
+    inputs = signature.args[:len(signature.args) - len(outputs)]
+    if len(args) != len(inputs):
+        raise TypeError(f"kernel {signature.name} takes {len(inputs)} input arrays, got "
+                        f"{len(args)}")
+    for position, (value, arg) in enumerate(zip(args, inputs, strict=True)):
+        dtype = NUMPY_DTYPES[arg.dtype]
+        shape = getattr(value, "shape", None)
+        if shape is None or not hasattr(value, "dtype"):
+            raise TypeError(f"argument #{position} of kernel {signature.name} must be an array,"
+                            f" got {type(value).__name__}")
+        if np.dtype(value.dtype) != dtype:
+            raise TypeError(f"argument #{position} of kernel {signature.name} must have dtype "
+                            f"{dtype.name}, got {np.dtype(value.dtype).name}")
+        if tuple(shape) != arg.shape:
+            raise ValueError(f"argument #{position} of kernel {signature.name} must have shape "
+                             f"{arg.shape}, got {tuple(shape)}")
+
+
+def call_kernel(compiled: CompiledKernel, args: Sequence[object],
+                outputs: Sequence[OutputSpec], *, cluster: tuple[int, int, int] = (1, 1, 1)
+                ) -> list:
+    """Run `compiled` on `args` (jax.Arrays, tracers or numpy arrays); its output arrays."""
+    import jax
+
+    check_call(compiled.signature, args, outputs)
+    structs = tuple(jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in outputs)
+
+    def on_cpu(*inputs: object) -> tuple:
+        host = functools.partial(simulate, compiled, tuple(outputs), cluster)
+        return tuple(jax.pure_callback(host, structs, *inputs, vmap_method="sequential"))
+
+    def on_cuda(*inputs: object) -> tuple:
+        if cuda_backend_present():
+            from smalti.runtime.launcher import register
+
+            if compiled.cubin is None:
+                raise RuntimeError(f"kernel {compiled.name} has no cubin: ptxas was not found "
+                                   "when it was compiled (install nvidia-cuda-nvcc or set "
+                                   "SMALTI_PTXAS)")
+
+            register(cache_directory())
+        call = jax.ffi.ffi_call(TARGET_NAME, structs, has_side_effect=False)
+        return tuple(call(*inputs, **ffi_attributes(compiled, cluster)))
+
+    return list(jax.lax.platform_dependent(*args, cpu=on_cpu, cuda=on_cuda))
+
+
+def simulate(compiled: CompiledKernel, outputs: tuple[OutputSpec, ...],
+             cluster: tuple[int, int, int], *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The kernel run by the PTX simulator on host copies; the output buffers after it."""
+    buffers = [np.asarray(x) for x in inputs] + [np.zeros(shape, dtype)
+                                                 for shape, dtype in outputs]
+    module = CompiledModule(compiled.ptx, {compiled.name: compiled.signature}, compiled.arch)
+    options = {"cluster": cluster} if cluster != (1, 1, 1) else {}
+    after = run_simulated(module, *buffers, **options)
+    return tuple(after[len(inputs):])
+
+
+def ffi_attributes(compiled: CompiledKernel, cluster: tuple[int, int, int]) -> dict:
+    """The custom call's attributes: what launcher.cc reads."""
+    signature = compiled.signature
+    launch = [*signature.grid, *signature.block, *cluster, signature.smem_bytes]
+    return {
+        "cubin": np.frombuffer(compiled.cubin or b"", dtype=np.uint8),
+        "kernel": signature.name,
+        "launch": np.array(launch, dtype=np.int64),
+        "tensor_maps": tensor_map_attribute(signature),
+    }
+
+
+def tensor_map_attribute(signature: KernelSignature) -> np.ndarray:
+    """Each tensor-map record as RECORD_SIZE i64s (see launcher.cc), concatenated."""
+    records = [tensor_map_entries(record, signature) for record in signature.tensor_maps]
+    return np.array([v for r in records for v in r], dtype=np.int64)
+
+
+def tensor_map_entries(record: TensorMapRecord, signature: KernelSignature) -> list[int]:
+    arg = signature.args[record.arg]
+    dtype = NUMPY_DTYPES[arg.dtype]
+    strides = _row_major_bytes(record.shape, dtype.itemsize)
+    like = np.lib.stride_tricks.as_strided(np.zeros(1, dtype), record.shape, strides)
+    encoded = encode_arguments(record, like)
+    rank = len(encoded.global_dims)
+
+    def padded(values: tuple[int, ...], size: int) -> list[int]:
+        return [*values, *([0] * (size - len(values)))]
+
+    return [record.arg, TENSOR_MAP_DATA_TYPES[encoded.dtype], rank,
+            SWIZZLE_CODES[encoded.swizzle], OOB_FILL_CODES[encoded.oob_fill],
+            *padded(encoded.global_dims, 5), *padded(encoded.global_strides, 4),
+            *padded(encoded.box_dims, 5), *padded(encoded.element_strides, 5)]
+
+
+def _row_major_bytes(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+@functools.cache
+def cuda_backend_present() -> bool:
+    """Whether this process's JAX has a CUDA device (then the launcher gets registered)."""
+    import jax
+
+    try:
+        return bool(jax.devices("cuda"))
+    except RuntimeError:
+        return False

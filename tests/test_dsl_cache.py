@@ -1,0 +1,116 @@
+"""The compile cache: content keys, disk round trips, corrupted entries rebuilt, and several
+processes compiling one kernel at once."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import smalti.dsl as sd
+from smalti.runtime import cache as kernel_cache
+from smalti.runtime.cache import KernelCache, cache_key, compile_kernel, decode_entry, module_text
+from tests.dsl_helpers import isolated_cache  # noqa: F401
+
+SPEC = jax.ShapeDtypeStruct((128, 128), jnp.float32)
+
+
+def make_kernel() -> sd.Kernel:
+    @sd.kernel(out_shape=SPEC)
+    def add_one(x_ref, out_ref):
+        out_ref[...] = x_ref[...] + 1.0
+
+    return add_one
+
+
+def traced_module():
+    return make_kernel().trace(SPEC).module
+
+
+def test_disk_entry_round_trips_through_a_fresh_cache(tmp_path):
+    first = compile_kernel(traced_module(), cache=KernelCache(tmp_path))
+    entries = list(tmp_path.glob("*.json"))
+    assert [e.name for e in entries] == [f"{first.key}.json"]
+    again = KernelCache(tmp_path).get(first.key)
+    assert again == first
+    assert again.signature.args[0].shape == (128, 128)
+    if kernel_cache.ptxas_available():
+        assert again.cubin is not None and again.cubin[:4] == b"\x7fELF"
+
+
+def test_key_ignores_locations_but_not_text_or_arch():
+    text = module_text(traced_module())
+    assert "loc(" not in text
+    assert module_text(traced_module()) == text
+    assert cache_key(text, "sm_90a") != cache_key(text, "sm_100a")
+    assert cache_key(text, "sm_90a") != cache_key(text.replace("1.000000e+00", "2.0"), "sm_90a")
+
+
+def test_memory_level_hits_without_touching_the_disk(tmp_path):
+    cache = KernelCache(tmp_path)
+    first = compile_kernel(traced_module(), cache=cache)
+    (tmp_path / f"{first.key}.json").unlink()
+    assert compile_kernel(traced_module(), cache=cache) is first
+    assert not list(tmp_path.glob("*.json"))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "other-key"])
+def test_corrupted_entry_is_detected_and_rebuilt(tmp_path, damage, caplog):
+    first = compile_kernel(traced_module(), cache=KernelCache(tmp_path))
+    path = tmp_path / f"{first.key}.json"
+    raw = path.read_bytes()
+    match damage:
+        case "truncate":
+            path.write_bytes(raw[:len(raw) // 2])
+        case "flip":  # one character of the PTX changes; the checksum no longer matches
+            entry = json.loads(raw)
+            entry["payload"] = entry["payload"].replace("ld.global", "ld.glabol", 1)
+            path.write_text(json.dumps(entry))
+        case "garbage":
+            path.write_bytes(b"\x00\xff not json")
+        case "other-key":
+            other = json.loads(raw)
+            payload = json.loads(other["payload"])
+            path.write_bytes(raw.replace(payload["key"].encode(), b"0" * 64))
+    with pytest.raises(ValueError):
+        decode_entry(path.read_bytes(), first.key)
+    fresh = KernelCache(tmp_path)
+    assert fresh.get(first.key) is None
+    assert "corrupted cache entry" in caplog.text
+    rebuilt = compile_kernel(traced_module(), cache=fresh)
+    assert rebuilt == first
+    assert decode_entry(path.read_bytes(), first.key) == first
+
+
+def _compile_in_child(directory: str) -> tuple[str, str]:
+    import os
+
+    os.environ["SMALTI_CACHE_DIR"] = directory
+    compiled = compile_kernel(traced_module())
+    return compiled.key, compiled.ptx
+
+
+def test_processes_compiling_one_kernel_at_once_agree(tmp_path):
+    directory = tmp_path / "shared"
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        results = pool.map(_compile_in_child, [str(directory)] * 4)
+    assert len(set(results)) == 1
+    key, ptx = results[0]
+    files = sorted(p.name for p in Path(directory).iterdir())
+    assert files == [f"{key}.json"]  # no temporary files left behind
+    assert decode_entry((directory / files[0]).read_bytes(), key).ptx == ptx
+
+
+def test_default_directory_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SMALTI_CACHE_DIR", str(tmp_path / "here"))
+    assert kernel_cache.cache_directory() == tmp_path / "here"
+    monkeypatch.delenv("SMALTI_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert kernel_cache.cache_directory() == tmp_path / "xdg" / "smalti"
+    monkeypatch.setenv("SMALTI_CACHE_DIR", str(tmp_path / "calls"))
+    make_kernel()(jnp.zeros((128, 128), jnp.float32))
+    assert len(list((tmp_path / "calls").glob("*.json"))) == 1
