@@ -10,10 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from smalti.dialect.diagnostics import DiagnosticError
-
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-NO_RULE = "has no PTX lowering rule"
 
 
 def load_example(name: str) -> ModuleType:
@@ -23,16 +20,6 @@ def load_example(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def run_or_skip_unlowered(fn, *args):
-    """fn(*args), skipping the test only while an op it uses has no PTX lowering rule."""
-    try:
-        return fn(*args)
-    except DiagnosticError as error:
-        if NO_RULE in str(error):
-            pytest.skip(f"waiting on a lowering rule: {str(error).splitlines()[0]}")
-        raise
 
 
 def line_of(marker: str, fn) -> int:

@@ -141,7 +141,7 @@ def _classes(system):
     return classes
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(systems())
 def test_random_systems_are_solved_exactly(system):
     try:

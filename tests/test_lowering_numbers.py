@@ -159,3 +159,29 @@ def test_copies_in_every_layout_and_alignment(element, dtype, source_shape, tile
         [src[(*rows, slice(i * width + offset, (i + 1) * width + offset))] for i in range(grid)],
         axis=-1)
     assert_same(got, expected)
+
+
+APPROXIMATE_OPS = {  # op -> (numpy reference, input range); PTX's .approx units err ~2^-22
+    "math.exp": (np.exp, (-8, 8)),
+    "math.exp2": (np.exp2, (-8, 8)),
+    "math.log": (np.log, (0.01, 100)),
+    "math.log2": (np.log2, (0.01, 100)),
+    "math.rsqrt": (lambda x: 1 / np.sqrt(x), (0.01, 100)),
+    "math.tanh": (np.tanh, (-4, 4)),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("op", sorted(APPROXIMATE_OPS))
+def test_approximate_math(op, dtype):
+    reference, (low, high) = APPROXIMATE_OPS[op]
+    element = "f32" if dtype == np.float32 else "bf16"
+    x = np.random.default_rng(9).uniform(low, high, (4, 128)).astype(dtype)
+    got = _run(elementwise_kernel(op, element, 1), x).astype(np.float64)
+    expected = reference(x.astype(np.float64))
+    if dtype == np.float32:
+        # tanh.approx is the coarsest unit (about 2^-11 relative); the others about 2^-21.
+        rtol = 2**-10 if op == "math.tanh" else 2**-20
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=1e-30)
+    else:  # one rounding to bf16 of a close f32 value: within one bf16 ulp
+        np.testing.assert_allclose(got, expected, rtol=2**-7)

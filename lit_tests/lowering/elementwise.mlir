@@ -145,3 +145,26 @@ func.func @casts(%a: memref<4x128xf32>)
   "smalti.vector_store"(%z, %a, %c0, %c0) : (vector<4x128xf32>, memref<4x128xf32>, index, index) -> ()
   return
 }
+
+// -----
+
+// exp and log go through the f32 .approx units: exp(x) = 2^(x log2 e), log(x) = log2(x) ln 2.
+// CHECK-LABEL: .visible .entry transcendental(
+// CHECK: ld.global.v4.f32 {[[X:%f[0-9]+]], {{.*}}}
+// CHECK: mul.rn.f32 [[S:%f[0-9]+]], [[X]], 0f3FB8AA3B;
+// CHECK: ex2.approx.f32 [[E:%f[0-9]+]], [[S]];
+// CHECK: lg2.approx.f32 [[L:%f[0-9]+]], [[E]];
+// CHECK: mul.rn.f32 [[N:%f[0-9]+]], [[L]], 0f3F317218;
+// CHECK: tanh.approx.f32 [[T:%f[0-9]+]], [[N]];
+// CHECK: rsqrt.approx.f32 {{%f[0-9]+}}, [[T]];
+func.func @transcendental(%a: memref<4x128xf32>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %x = "smalti.vector_load"(%a, %c0, %c0) : (memref<4x128xf32>, index, index) -> vector<4x128xf32>
+  %e = math.exp %x : vector<4x128xf32>
+  %l = math.log %e : vector<4x128xf32>
+  %t = math.tanh %l : vector<4x128xf32>
+  %r = math.rsqrt %t : vector<4x128xf32>
+  "smalti.vector_store"(%r, %a, %c0, %c0) : (vector<4x128xf32>, memref<4x128xf32>, index, index) -> ()
+  return
+}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -19,7 +20,9 @@ from smalti.lowering.values import (
     elements_per_register,
     fragment_geometry,
 )
-from smalti.ptx import Immediate, Register, VectorOperand
+from smalti.ptx import Immediate, KernelBuilder, Register, VectorOperand
+
+F32Computation = Callable[[KernelBuilder, list[Register]], Register]
 
 # Ops whose PTX form exists for f32 and for 16-bit floats (scalar and packed x2).
 FLOAT_NATIVE = {
@@ -34,10 +37,38 @@ FLOAT_NATIVE = {
     "math.absf": "abs",
     "math.fma": "fma.rn",
 }
+LOG2_E = 1.4426950408889634
+LN_2 = 0.6931471805599453
+
+
+def _f32(opcode: str) -> F32Computation:
+    return lambda b, xs: b.compute(f"{opcode}.f32", "f32", *xs)
+
+
+def _scaled(opcode: str, before: float | None, after: float | None) -> F32Computation:
+    """`opcode` on x * before, times after: exp(x) = 2^(x log2 e), log(x) = log2(x) ln 2.
+    (The .approx unit's relative error is about 2^-22; see the PTX ISA for ex2 and lg2.)"""
+
+    def compute(b: KernelBuilder, xs: list[Register]) -> Register:
+        (x,) = xs
+        if before is not None:
+            x = b.compute("mul.rn.f32", "f32", x, Immediate(before, "f32"))
+        y = b.compute(f"{opcode}.f32", "f32", x)
+        return y if after is None else b.compute("mul.rn.f32", "f32", y, Immediate(after, "f32"))
+
+    return compute
+
+
 # Ops PTX has for f32 only: 16-bit operands are widened, computed, and rounded once.
-FLOAT_VIA_F32 = {
-    "arith.divf": "div.rn",
-    "math.sqrt": "sqrt.rn",
+FLOAT_VIA_F32: dict[str, F32Computation] = {
+    "arith.divf": _f32("div.rn"),
+    "math.sqrt": _f32("sqrt.rn"),
+    "math.rsqrt": _f32("rsqrt.approx"),
+    "math.tanh": _f32("tanh.approx"),
+    "math.exp": _scaled("ex2.approx", LOG2_E, None),
+    "math.exp2": _f32("ex2.approx"),
+    "math.log": _scaled("lg2.approx", None, LN_2),
+    "math.log2": _f32("lg2.approx"),
 }
 INTEGER_OPS = {
     "arith.addi": "add.{s}",
@@ -98,19 +129,20 @@ def lower_elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
     ctx.set(op.results[0], _result_array(ctx, op, element, make))
 
 
-def _via_f32(ctx: LoweringContext, opcode: str, operands: list[FragmentedArray], v: int,
-             k: int) -> Register:
-    """Apply an f32-only op to register k of vector v, widening 16-bit inputs first."""
+def _via_f32(ctx: LoweringContext, compute: F32Computation, operands: list[FragmentedArray],
+             v: int, k: int) -> Register:
+    """Apply an f32-only computation to register k of vector v, widening 16-bit inputs first
+    and rounding the result once."""
     b = ctx.builder
     first = operands[0]
     if first.element.bits == 32:
-        return b.compute(f"{opcode}.f32", "f32", *(a.vectors[v][k] for a in operands))
+        return compute(b, [a.vectors[v][k] for a in operands])
     halves = [unpack(ctx, a, a.vectors[v][k]) for a in operands]
     narrow = first.element.scalar
     results = []
     for lane in range(len(halves[0])):
         wide = [b.compute(f"cvt.f32.{narrow}", "f32", h[lane]) for h in halves]
-        results.append(b.compute(f"{opcode}.f32", "f32", *wide))
+        results.append(compute(b, wide))
     return narrow_from_f32(ctx, first.element, results)
 
 

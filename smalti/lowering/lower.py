@@ -20,6 +20,7 @@ from smalti.lowering import (  # noqa: F401  (registers rules)
     slices,
     smem,
     tma,
+    warpgroup,
     wgmma,
 )
 from smalti.lowering.context import LoweringContext
@@ -59,7 +60,8 @@ def _hoist_dynamic_shared(kernels: tuple[Kernel, ...]
 def lower_kernel(func: ir.Operation) -> Kernel:
     signature = kernel_signature(func)
     block = signature.block
-    builder = KernelBuilder(signature.name, maxntid=block)
+    builder = KernelBuilder(signature.name, maxntid=block,
+                            directives=warpgroup.kernel_directives(func))
     ctx = LoweringContext(builder, signature)
     entry = func.regions[0].blocks[0]
     params = [builder.param(arg.name, "u64" if arg.shape is not None else

@@ -44,6 +44,12 @@ def _tile(op: ir.Operation) -> None:
     tile_shared_memory(op)
 
 
+def _warpgroup(op: ir.Operation) -> None:
+    from smalti.warpgroup import check_warpgroups
+
+    check_warpgroups(op)
+
+
 REGISTRY: dict[str, PassInfo] = {
     info.argument: info
     for info in (
@@ -54,6 +60,10 @@ REGISTRY: dict[str, PassInfo] = {
         PassInfo("smalti-tile",
                  "Give shared-memory slices their physical shape from their transforms",
                  _tile),
+        PassInfo("smalti-warpgroup",
+                 "Check warpgroup semantics (collective ops reached by whole warpgroups, "
+                 "warp-specialised regions) and record per-role register budgets",
+                 _warpgroup),
         PassInfo("smalti-explain-layouts",
                  "Infer layouts, then remark for every value which constraints decided it",
                  _explain_layouts),
@@ -61,7 +71,7 @@ REGISTRY: dict[str, PassInfo] = {
 }
 
 DEFAULT_PIPELINE = ("builtin.module(smalti-verify,canonicalize,cse,smalti-infer-layouts,"
-                    "smalti-tile)")
+                    "smalti-tile,smalti-warpgroup)")
 
 
 def split_pipeline(pipeline: str) -> list[str]:

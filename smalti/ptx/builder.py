@@ -34,10 +34,12 @@ class KernelBuilder:
         *,
         maxntid: tuple[int, ...] | None = None,
         reqntid: tuple[int, ...] | None = None,
+        directives: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.maxntid = maxntid
         self.reqntid = reqntid
+        self.directives = directives
         self._params: list[Param] = []
         self._shared: list[SharedDecl] = []
         self._body: list[Statement] = []
@@ -112,4 +114,5 @@ class KernelBuilder:
             maxntid=self.maxntid,
             reqntid=self.reqntid,
             shared=tuple(self._shared),
+            extra_directives=self.directives,
         )

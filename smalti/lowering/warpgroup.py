@@ -1,0 +1,83 @@
+"""Warp-specialised regions: a branch on the warpgroup index, then setmaxnreg, then the body.
+
+    shr.u32 %wg, %tid.x, 7;  setp.ne.u32 %p, %wg, 1;  @%p bra $role_end;
+    setmaxnreg.inc.sync.aligned.u32 232;  ...body...;  $role_end:
+
+The branch is uniform within each warp (not across the block), so it is a plain `bra`.
+A budget above the kernel's entry budget (ptxas derives it from `.maxntid` and
+`.minnctapersm 1`, which kernels with budgets declare) is an `.inc`, below it a `.dec`.
+"""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.ops_warpgroup import WarpgroupRegionOp, entry_register_budget
+from smalti.lowering.context import LoweringContext
+from smalti.lowering.registry import lowering_rule
+from smalti.ptx import Guard, Register
+from smalti.tiling import WARPGROUP_SIZE
+
+MIN_CTAS_DIRECTIVE = ".minnctapersm 1"
+
+
+def warpgroup_index(ctx: LoweringContext) -> Register:
+    """%tid.x / 128 (memoised in the current region)."""
+    if "warpgroup_index" not in ctx.cache:
+        ctx.cache["warpgroup_index"] = ctx.builder.compute(
+            "shr.u32", "u32", ctx.builder.special("%tid.x"), WARPGROUP_SIZE.bit_length() - 1)
+    return ctx.cache["warpgroup_index"]
+
+
+def kernel_directives(func: ir.Operation) -> tuple[str, ...]:
+    """`.minnctapersm 1` when some role sets a budget: without it ptxas ignores setmaxnreg
+    (C7508), because it cannot know the registers a thread starts with."""
+    found: list[bool] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        op = op.operation
+        if op.name == WarpgroupRegionOp.OPERATION_NAME and op.opview.max_registers is not None:
+            found.append(True)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return (MIN_CTAS_DIRECTIVE,) if found else ()
+
+
+def _runs_region(ctx: LoweringContext, warpgroups: tuple[int, ...]) -> Register | None:
+    """A predicate true in the threads of `warpgroups`; None when every warpgroup runs it."""
+    total = ctx.signature.warpgroups
+    chosen = sorted(set(warpgroups))
+    if chosen == list(range(total)):
+        return None
+    b = ctx.builder
+    index = warpgroup_index(ctx)
+    if chosen == list(range(chosen[0], chosen[-1] + 1)):  # a range: at most two compares
+        if len(chosen) == 1:
+            return b.compute("setp.eq.u32", "pred", index, chosen[0])
+        offset = b.compute("sub.u32", "u32", index, chosen[0]) if chosen[0] else index
+        return b.compute("setp.lt.u32", "pred", offset, len(chosen))
+    mask = sum(1 << w for w in chosen)
+    bit = b.compute("shr.u32", "u32", b.compute("mov.b32", "b32", mask), index)
+    bit = b.compute("and.b32", "u32", bit, 1)
+    return b.compute("setp.ne.u32", "pred", bit, 0)
+
+
+@lowering_rule(WarpgroupRegionOp.OPERATION_NAME)
+def _warpgroup_region(ctx: LoweringContext, op: ir.Operation) -> None:
+    from smalti.lowering.lower import lower_block  # lower.py imports this module
+
+    region: WarpgroupRegionOp = op.opview
+    b = ctx.builder
+    runs = _runs_region(ctx, region.warpgroups)
+    end = b.new_label("role_end")
+    if runs is not None:
+        b.emit("bra", end, guard=Guard(runs, negated=True))
+    with ctx.region():
+        budget = region.max_registers
+        entry = entry_register_budget(ctx.signature.warpgroups)
+        if budget is not None and budget != entry:
+            direction = "inc" if budget > entry else "dec"
+            b.emit(f"setmaxnreg.{direction}.sync.aligned.u32", budget)
+        lower_block(ctx, region.body)
+    b.place(end)

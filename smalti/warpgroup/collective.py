@@ -1,0 +1,30 @@
+"""Which ops need whole warpgroups, or the whole block, to reach them (keyed by op name)."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+# Ops whose threads of a warpgroup meet (named barriers, wgmma's .sync.aligned, shuffles),
+# besides every op that produces or consumes a warpgroup-owned vector.
+WARPGROUP_COLLECTIVE = frozenset({
+    "smalti.wgmma",
+    "smalti.warpgroup_barrier",
+    "smalti.async_store",
+    "smalti.async_store_wait",
+    "vector.multi_reduction",
+})
+# Ops the whole block meets at (bar.sync 0).
+BLOCK_COLLECTIVE = frozenset({"smalti.initialize_barrier"})
+
+
+def owns_vectors(op: ir.Operation) -> bool:
+    """Whether `op` reads or writes a warpgroup-owned vector value."""
+    return any(isinstance(v.type, ir.VectorType) for v in (*op.operands, *op.results))
+
+
+def warpgroup_collective(op: ir.Operation) -> bool:
+    return op.name in WARPGROUP_COLLECTIVE or owns_vectors(op)
+
+
+def block_collective(op: ir.Operation) -> bool:
+    return op.name in BLOCK_COLLECTIVE
