@@ -82,9 +82,7 @@ def thread_varying(func: ir.Operation) -> set[ir.Value]:
     while changed:
         changed = False
         for op in ops:
-            if op.name in THREAD_SOURCES:
-                targets = list(op.results)
-            elif any(v in varying for v in op.operands) and not _keeps_only_warpgroup(op):
+            if op.name in THREAD_SOURCES or (any(v in varying for v in op.operands) and not _keeps_only_warpgroup(op)):
                 targets = list(op.results)
             else:
                 targets = []
