@@ -86,3 +86,12 @@ def test_tiled_layout_rejects_reused_or_positive_dims():
         TiledLayout(Tiling(((8, 8),)), (-1,), (-1,), -2)
     with pytest.raises(LayoutError, match="negative"):
         TiledLayout(Tiling(((8, 8),)), (0,), (-1,), -2)
+
+
+def test_strided_element_map_is_exact_for_every_thread():
+    """Guards the numpy 2.4 unravel_index defect (wrong indices on (128, 128, 1) inputs)."""
+    index = WGStridedLayout(1).element_index((128, 128))
+    t = np.arange(128)[:, None]
+    r = np.arange(128)[None, :]
+    np.testing.assert_array_equal(index[:, :, 0, 0], r + 0 * t)
+    np.testing.assert_array_equal(index[:, :, 0, 1], t + 0 * r)

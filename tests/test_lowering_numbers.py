@@ -185,3 +185,18 @@ def test_approximate_math(op, dtype):
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=1e-30)
     else:  # one rounding to bf16 of a close f32 value: within one bf16 ulp
         np.testing.assert_allclose(got, expected, rtol=2**-7)
+
+
+def test_broadcast_of_a_loaded_row_without_hints():
+    text = """
+func.func @k(%a: memref<128xf32>, %out: memref<128x128xf32>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %v = "smalti.vector_load"(%a, %c0) : (memref<128xf32>, index) -> vector<128xf32>
+  %w = vector.broadcast %v : vector<128xf32> to vector<128x128xf32>
+  "smalti.vector_store"(%w, %out, %c0, %c0) : (vector<128x128xf32>, memref<128x128xf32>, index, index) -> ()
+  return
+}
+"""
+    a = np.random.default_rng(4).standard_normal(128).astype(np.float32)
+    assert_same(_run(text, a), np.broadcast_to(a, (128, 128)))

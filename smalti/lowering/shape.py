@@ -29,6 +29,7 @@ from smalti.lowering.values import (
 )
 from smalti.ptx import Register, VectorOperand
 from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout, WGSplatLayout
+from smalti.tiling.layouts import unravel
 
 Shape = tuple[int, ...]
 Projection = Callable[[np.ndarray], np.ndarray]  # result indices [..., n] -> source [..., m]
@@ -171,7 +172,7 @@ def _shape_cast(ctx: LoweringContext, op: ir.Operation) -> None:
 
     def project(index: np.ndarray) -> np.ndarray:
         flat = np.ravel_multi_index(tuple(np.moveaxis(index, -1, 0)), new_shape)
-        return np.stack(np.unravel_index(flat, source.shape), axis=-1)
+        return unravel(flat, source.shape)
 
     ctx.set(op.results[0], relabel(ctx, op, source, project))
 

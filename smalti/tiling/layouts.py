@@ -223,7 +223,7 @@ class WGStridedLayout:
         r = np.arange(math.prod(shape) // (WARPGROUP_SIZE * self.vec))[None, :, None]
         s = np.arange(self.vec)[None, None, :]
         flat = (r * WARPGROUP_SIZE + t) * self.vec + s
-        return np.stack(np.unravel_index(flat, shape), axis=-1)
+        return unravel(flat, shape)
 
     def owners(self, shape: Shape) -> np.ndarray:
         """[*shape, 1] -> (thread, register, slot): the inverse of `element_index`."""
@@ -260,6 +260,16 @@ def check_layout_fits(layout: Layout, shape: Shape) -> None:
             layout.check_shape(shape)
 
 
+def unravel(flat: np.ndarray, shape: Shape) -> np.ndarray:
+    """Row-major multi-indices of `flat` (any shape), stacked on a new last axis.
+
+    Goes through a 1-D array: numpy 2.4's `unravel_index` returns wrong indices for some
+    multi-dimensional inputs (e.g. a (128, 128, 1) array of offsets into (128, 128))."""
+    flat = np.asarray(flat)
+    parts = np.unravel_index(flat.reshape(-1), shape)
+    return np.stack(parts, axis=-1).reshape(*flat.shape, len(shape))
+
+
 def _row_major_strides(shape: Shape) -> tuple[int, ...]:
     strides, acc = [], 1
     for size in reversed(shape):
@@ -293,7 +303,7 @@ def _owners(index: np.ndarray, shape: Shape) -> np.ndarray:
         raise LayoutError(f"layout does not hold every element of shape {list(shape)} "
                           "equally often")
     order = np.argsort(flat, kind="stable")
-    holders = np.stack(np.unravel_index(order, index.shape[:-1]), axis=-1)
+    holders = unravel(order, index.shape[:-1])
     return holders.reshape(*shape, copies, 3)
 
 
