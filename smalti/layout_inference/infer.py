@@ -14,6 +14,7 @@ from smalti.dialect.attributes import (
     transforms_to_attr,
 )
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at, format_location
+from smalti.dialect.verifier import verify_op
 from smalti.layout_inference.equations import SMEM, Equal, EquationSystem, Hint, IsLayout, Origin
 from smalti.layout_inference.rules import RULES, RuleContext, is_smem_ref, is_vector, needs_variable
 from smalti.layout_inference.solver import Conflict, Solution, Unsatisfiable, solve_explained
@@ -110,6 +111,7 @@ def _add_constraints(ctx: RuleContext, op: ir.Operation) -> None:
     rule = RULES.get(op.name)
     if rule is None:
         raise error_at(op, "has no layout inference rule; smalti cannot lower it on vectors")
+    verify_op(op)  # rules read operands and attributes: malformed ops stop here, located
     ctx.op = op
     rule(ctx, op)
     if "out_layouts" in op.attributes:  # a previous run or the user fixed these

@@ -8,6 +8,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import kernel_functions, kernel_signature
+from smalti.dialect.verifier import verify_op
 from smalti.lowering import (  # noqa: F401  (registers rules)
     barriers,
     control,
@@ -96,6 +97,7 @@ def lower_block(ctx: LoweringContext, block: ir.Block) -> tuple[LoweredValue, ..
         rule = RULES.get(op.name)
         if rule is None:
             raise error_at(op, "has no PTX lowering rule")
+        verify_op(op)  # rules read operands and attributes: malformed ops stop here, located
         rule(ctx, op)
     return ()
 
