@@ -63,15 +63,17 @@ class WarpgroupRegionOp(SmaltiOp):
         return ir.IntegerAttr(attrs[MAX_REGISTERS_ATTR]).value
 
     @property
-    def body(self) -> ir.Block:
-        return self.operation.regions[0].blocks[0]
+    def body(self) -> ir.Block | None:
+        """The region's block (None when the region is empty)."""
+        blocks = self.operation.regions[0].blocks
+        return blocks[0] if len(blocks) else None
 
     def verify_op(self) -> None:
         op = self.operation
         self._expect_counts(0, 0)
-        if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
-            raise error_at(op, "expects one region of one block")
-        if len(self.body.arguments):
+        if len(op.regions) != 1 or len(op.regions[0].blocks) > 1:
+            raise error_at(op, "expects one region of at most one block")
+        if self.body is not None and len(self.body.arguments):
             raise error_at(op, "expects a region without block arguments")
         attrs = op.attributes
         if WARPGROUP_ATTR not in attrs or not isinstance(

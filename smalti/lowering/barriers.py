@@ -29,13 +29,19 @@ def leader(ctx: LoweringContext) -> Register:
 
 
 def warpgroup_sync(ctx: LoweringContext) -> None:
-    """Named barrier 1 + warpgroup index over the warpgroup's 128 threads."""
+    """Named barrier 1 + warpgroup index over the warpgroup's 128 threads (id 1 when the
+    kernel has one warpgroup)."""
     b = ctx.builder
     if ctx.signature.warpgroups == 1:
         b.emit("bar.sync", Immediate(1), Immediate(WARPGROUP_SIZE))
         return
-    warpgroup = b.compute("shr.u32", "u32", b.special("%tid.x"), 7)
-    ident = b.compute("add.u32", "u32", warpgroup, 1)
+    from smalti.lowering.warpgroup import known_warpgroup, warpgroup_index
+
+    known = known_warpgroup(ctx)
+    if known is not None:  # a constant id: ptxas then reserves only the barriers used
+        b.emit("bar.sync", Immediate(1 + known), Immediate(WARPGROUP_SIZE))
+        return
+    ident = b.compute("add.u32", "u32", warpgroup_index(ctx), 1)
     b.emit("bar.sync", ident, Immediate(WARPGROUP_SIZE))
 
 
@@ -55,10 +61,10 @@ def _initialize(ctx: LoweringContext, op: ir.Operation) -> None:
     bars = smem_ref(ctx, op, op.operands[0])
     count = ir.IntegerAttr(op.attributes["arrival_count"]).value
     b = ctx.builder
+    base = smem_address(ctx, bars)  # before the branch: later ops reuse it (memoised)
     first = b.compute("setp.eq.u32", "pred", b.special("%tid.x"), 0)
     skip = b.new_label("barriers_ready")
     b.emit("bra", skip, guard=Guard(first, negated=True))
-    base = smem_address(ctx, bars)
     for i in range(bars.shape[0]):
         b.emit("mbarrier.init.shared::cta.b64", Address(base, BARRIER_BYTES * i),
                Immediate(count))

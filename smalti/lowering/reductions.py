@@ -21,6 +21,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import layout_to_text
 from smalti.dialect.diagnostics import error_at
+from smalti.lowering.barriers import warpgroup_sync
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.elementwise import unpack
 from smalti.lowering.registry import lowering_rule
@@ -31,6 +32,7 @@ from smalti.lowering.values import (
     elements_per_register,
     fragment_geometry,
 )
+from smalti.lowering.warpgroup import known_warpgroup, warpgroup_index
 from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
 from smalti.ptx.module import Operand
 from smalti.tiling import WARP_SIZE, WARPGROUP_SIZE, Distribution, WGSplatLayout
@@ -237,15 +239,18 @@ def _across_warps(ctx: LoweringContext, op: ir.Operation, combiner: Combiner,
                   ) -> list[Partial]:
     """Combine partials across warps through scratch SMEM: one writer per lane group stores,
     `bar.sync`, every thread loads all combined warps' values in warp order, `bar.sync`."""
-    if ctx.signature.warpgroups > 1:
-        raise error_at(op, "reductions across warps in kernels of several warpgroups are not "
-                           "supported yet (they need a named barrier per warpgroup)")
     b = ctx.builder
     slot_bits = [i for i in range(THREAD_BITS) if i not in lane_bits]
     slots = 1 << len(slot_bits)
     entry = 4  # bytes per slot: a .b32 (packed or f32/i32) or a .b16 in its low half
-    scratch = ctx.scratch_shared("reduce", len(partials) * slots * entry)
+    size = len(partials) * slots * entry
+    warpgroups = ctx.signature.warpgroups
+    scratch = ctx.scratch_shared("reduce", size * warpgroups)
     base = b.compute("mov.u32", "u32", scratch)
+    if warpgroups > 1:  # each warpgroup its own scratch, as several may reduce at once
+        known = known_warpgroup(ctx)
+        base = (b.compute("mad.lo.u32", "u32", warpgroup_index(ctx), size, base)
+                if known is None else b.compute("add.u32", "u32", base, known * size))
     tid = ctx.thread_index()
     write = _slot_address(ctx, _compress(ctx, tid, slot_bits, slot_bits), entry, base)
     guard = None
@@ -256,7 +261,7 @@ def _across_warps(ctx: LoweringContext, op: ir.Operation, combiner: Combiner,
     for p, partial in enumerate(partials):
         b.emit(f"st.shared.b{_bits(partial)}", Address(write, p * slots * entry),
                partial.register, guard=guard)
-    b.emit("bar.sync", 0)
+    _sync(ctx)
     kept = [bit for bit in slot_bits if bit not in warp_bits]
     read = _slot_address(ctx, _compress(ctx, tid, slot_bits, kept), entry, base)
     combined = []
@@ -273,8 +278,17 @@ def _across_warps(ctx: LoweringContext, op: ir.Operation, combiner: Combiner,
         for value in values[1:]:  # in warp order, the same in every thread
             register = combiner.apply(ctx, register, value, partial.packed)
         combined.append(Partial(register, partial.keys))
-    b.emit("bar.sync", 0)
+    _sync(ctx)
     return combined
+
+
+def _sync(ctx: LoweringContext) -> None:
+    """The warpgroup meets: the whole block when it is the only warpgroup, else its own
+    named barrier (1 + warpgroup index, 128 threads)."""
+    if ctx.signature.warpgroups == 1:
+        ctx.builder.emit("bar.sync", 0)
+    else:
+        warpgroup_sync(ctx)
 
 
 def _slot_address(ctx: LoweringContext, slot: Register | int, entry: int, base: Register

@@ -21,6 +21,15 @@ from smalti.tiling import WARPGROUP_SIZE
 MIN_CTAS_DIRECTIVE = ".minnctapersm 1"
 
 
+RUNNING = "warpgroups_running"  # ctx.cache key: the warpgroups that run the current region
+
+
+def known_warpgroup(ctx: LoweringContext) -> int | None:
+    """The warpgroup running the code being lowered, when only one can (or None)."""
+    running = ctx.cache.get(RUNNING, tuple(range(ctx.signature.warpgroups)))
+    return running[0] if len(running) == 1 else None
+
+
 def warpgroup_index(ctx: LoweringContext) -> Register:
     """%tid.x / 128 (memoised in the current region)."""
     if "warpgroup_index" not in ctx.cache:
@@ -74,10 +83,12 @@ def _warpgroup_region(ctx: LoweringContext, op: ir.Operation) -> None:
     if runs is not None:
         b.emit("bra", end, guard=Guard(runs, negated=True))
     with ctx.region():
+        ctx.cache[RUNNING] = tuple(sorted(set(region.warpgroups)))
         budget = region.max_registers
         entry = entry_register_budget(ctx.signature.warpgroups)
         if budget is not None and budget != entry:
             direction = "inc" if budget > entry else "dec"
             b.emit(f"setmaxnreg.{direction}.sync.aligned.u32", budget)
-        lower_block(ctx, region.body)
+        if region.body is not None:
+            lower_block(ctx, region.body)
     b.place(end)

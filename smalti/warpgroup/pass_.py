@@ -81,13 +81,17 @@ def _enclosing(op: ir.Operation, func: ir.Operation) -> list[ir.Operation]:
 def _check_collectives(func: ir.Operation) -> None:
     varying = thread_varying(func)
     errors: list[Diagnostic] = []
+    reported: set[ir.Operation] = set()  # one error per divergent op: its first collective
     for op in _ops(func):
         whole_warpgroup, whole_block = warpgroup_collective(op), block_collective(op)
         if not (whole_warpgroup or whole_block):
             continue
         for parent in _enclosing(op, func):
             condition = divergent_condition(parent, varying)
+            if condition is not None and parent in reported:
+                break
             if condition is not None:
+                reported.add(parent)
                 scope = "the whole block" if whole_block else "whole warpgroups"
                 errors.extend(error_at(op, f"must be reached by {scope}, but it is under "
                                            "control flow that depends on the thread index", (

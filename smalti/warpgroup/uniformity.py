@@ -82,10 +82,8 @@ def thread_varying(func: ir.Operation) -> set[ir.Value]:
     while changed:
         changed = False
         for op in ops:
-            if op.name in THREAD_SOURCES or (any(v in varying for v in op.operands) and not _keeps_only_warpgroup(op)):
-                targets = list(op.results)
-            else:
-                targets = []
+            derived = any(v in varying for v in op.operands) and not _keeps_only_warpgroup(op)
+            targets = list(op.results) if op.name in THREAD_SOURCES or derived else []
             targets += [t for s, t in _flows(op) if s in varying]
             for value in targets:
                 if value not in varying:
