@@ -14,9 +14,11 @@ import argparse
 import contextlib
 import io
 import multiprocessing
+import os
 import random
 import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +75,7 @@ def check_one(text: str, argv: tuple[str, ...]) -> str | None:
     from smalti.tools import opt, translate
 
     tool = translate if argv[0] == "translate" else opt
-    path = Path("/tmp") / f"fuzz_input_{multiprocessing.current_process().pid}.mlir"
+    path = Path(tempfile.gettempdir()) / f"fuzz_input_{os.getpid()}.mlir"
     path.write_text(text)
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -116,7 +118,7 @@ def fuzz(count: int, seed: int = 0, batch_size: int = 200) -> list[Finding]:
     """Run `count` mutated inputs; every finding (a crash isolates its input)."""
     cases = generate(count, seed)
     findings: list[Finding] = []
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # fork is unsafe once JAX has threads
     for start in range(0, len(cases), batch_size):
         pending = [cases[start:start + batch_size]]
         while pending:
