@@ -1,11 +1,13 @@
-"""Static kernel quality and compile latency of the pointwise examples, against Triton.
+"""Static kernel quality and compile latency of smalti's examples, against Triton.
 
-    python benchmarks/kernel_quality.py [--repeats 5]
+    python benchmarks/kernel_quality.py [--repeats 5] [--no-peer]
 
-For each example: registers, spills, SASS instructions (ptxas -v and nvdisasm from the same
-toolchain for both), and the cold compile time from source to cubin (smalti: `.mlir` text
-through the pipeline, PTX, ptxas; Triton: `triton.compile` with an empty cache), medians of
-`--repeats` runs, each in a fresh process so that nothing is cached.
+For each example: registers, spills, SASS instructions in all and in the main loop (the
+instructions between the first and the last HGMMA, for matmuls), HGMMA/UTMALDG/LDG counts
+(ptxas -v and nvdisasm from the same toolchain for both compilers), and the cold compile
+time from source to cubin (smalti: `.mlir` text through the pipeline, PTX, ptxas; Triton:
+`triton.compile` with an empty cache), medians of `--repeats` runs, each in a fresh process
+so that nothing is cached. smalti's time is broken down by pass.
 """
 
 from __future__ import annotations
@@ -18,33 +20,65 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = {"pointwise_f32": ("f32", 256), "pointwise_bf16": ("bf16", 256)}
+PEERS = str(Path(__file__).parent / "peers")
+# example -> the Triton peer's compile call
+EXAMPLES = {
+    "pointwise_f32": "compile_pointwise('f32', 256)",
+    "pointwise_bf16": "compile_pointwise('bf16', 256)",
+    "matmul_128x128x64": "compile_matmul(512)",
+}
 
-SMALTI_ONE_RUN = """
-import json, sys, time
+MEASURE = """
+import json, re
+from smalti.ptx.toolchain import compile_ptx, disassemble, sass_opcode_counts
+
+def measure(ptx, cubin, seconds, extra=None):
+    report = next(iter(compile_ptx(ptx).reports.values()))
+    sass = disassemble(cubin)
+    counts = sass_opcode_counts(sass)
+    lines = [l for l in sass.splitlines() if re.search(r"/\\*[0-9a-f]{4}\\*/", l)]
+    mma = [i for i, l in enumerate(lines) if "HGMMA" in l]
+    loop = mma[-1] - mma[0] + 1 if mma else None
+    print(json.dumps({"seconds": seconds, "registers": report.registers,
+                      "spills": report.spill_stores + report.spill_loads,
+                      "sass": sum(counts.values()), "loop": loop, "hgmma": counts["HGMMA"],
+                      "utmaldg": counts["UTMALDG"], "ldg": counts["LDG"] + counts["LDGSTS"],
+                      "passes": extra or {}}))
+"""
+
+SMALTI_ONE_RUN = MEASURE + """
+import sys, time
+from smalti.dialect import make_context, parse_module
+from smalti.passes import DEFAULT_PIPELINE, run_pipeline
+from smalti.lowering import lower_module
+from smalti.ptx import print_module
 from smalti.runtime import compile_mlir
-from smalti.ptx.toolchain import disassemble, sass_opcode_counts
 path = sys.argv[1]
 start = time.perf_counter()
 compiled = compile_mlir(open(path).read(), path)
 result = compiled.assemble()
 seconds = time.perf_counter() - start
-report = next(iter(result.reports.values()))
-counts = sass_opcode_counts(disassemble(result.cubin))
-print(json.dumps({"seconds": seconds, "registers": report.registers,
-                  "spills": report.spill_stores + report.spill_loads,
-                  "sass": sum(counts.values()), "ldg": counts["LDG"], "stg": counts["STG"]}))
+stamps = {}
+last = [time.perf_counter()]
+def tick(index, element, module):
+    now = time.perf_counter(); stamps[element] = now - last[0]; last[0] = now
+context = make_context()
+module = parse_module(open(path).read(), path, context)
+stamps["parse"] = time.perf_counter() - last[0]; last[0] = time.perf_counter()
+with context:
+    run_pipeline(module, DEFAULT_PIPELINE, after_pass=tick)
+    last[0] = time.perf_counter(); text = print_module(lower_module(module))
+    stamps["lower-to-ptx"] = time.perf_counter() - last[0]
+last[0] = time.perf_counter(); compile_ptx(text); stamps["ptxas"] = time.perf_counter() - last[0]
+measure(compiled.ptx, result.cubin, seconds, stamps)
 """
 
-TRITON_ONE_RUN = """
-import json, sys
-sys.path.insert(0, sys.argv[3])
-from triton_pointwise import compile_pointwise
-from smalti.ptx.toolchain import disassemble, sass_opcode_counts
-cubin, seconds = compile_pointwise(sys.argv[1], int(sys.argv[2]))
-counts = sass_opcode_counts(disassemble(cubin))
-print(json.dumps({"seconds": seconds, "sass": sum(counts.values()),
-                  "ldg": counts["LDG"], "stg": counts["STG"]}))
+TRITON_ONE_RUN = MEASURE + """
+import sys
+sys.path.insert(0, sys.argv[1])
+import triton_compile as tc
+ptx, cubin, seconds = eval("tc." + sys.argv[2])
+measure(ptx, cubin, seconds)
 """
 
 
@@ -54,22 +88,12 @@ def run_json(code: str, *args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def triton_registers(dtype: str, columns: int) -> tuple[int, int]:
-    """Registers and spill bytes ptxas reports for Triton's PTX (same ptxas as smalti's)."""
-    code = f"""
-import json, sys
-sys.path.insert(0, {str(Path(__file__).parent / "peers")!r})
-import triton_pointwise as tp
-import triton
-from triton.backends.compiler import GPUTarget
-source = triton.compiler.ASTSource(fn=tp.pointwise, signature={{"a_ptr": tp.TRITON_TYPES[{dtype!r}], "b_ptr": tp.TRITON_TYPES[{dtype!r}], "c_ptr": tp.TRITON_TYPES[{dtype!r}], "out_ptr": tp.TRITON_TYPES[{dtype!r}], "N": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}}, constexprs={{"N": {columns}, "BLOCK_M": 128, "BLOCK_N": 128}}, attrs={{(i,): [["tt.divisibility", 16]] for i in range(4)}})
-kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={{"num_warps": 4}})
-from smalti.ptx.toolchain import compile_ptx
-report = next(iter(compile_ptx(kernel.asm["ptx"]).reports.values()))
-print(json.dumps([report.registers, report.spill_stores + report.spill_loads]))
-"""
-    registers, spills = run_json(code)
-    return registers, spills
+def row(name: str, compiler: str, runs: list[dict], ratio: str = "") -> str:
+    r = runs[0]
+    seconds = statistics.median(x["seconds"] for x in runs)
+    loop = r["loop"] if r["loop"] is not None else "-"
+    return (f"| {name} | {compiler} | {r['registers']} | {r['spills']} | {r['sass']} | {loop} | "
+            f"{r['hgmma']} | {r['utmaldg']} | {r['ldg']} | {seconds:.3f} | {ratio} |")
 
 
 def main() -> None:
@@ -77,26 +101,28 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-peer", action="store_true", help="skip Triton")
     args = parser.parse_args()
-    print("| kernel | compiler | registers | spills (B) | SASS instrs | LDG | STG | "
-          "compile (s) | Triton / smalti compile |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, (dtype, columns) in EXAMPLES.items():
+    print("| kernel | compiler | registers | spills (B) | SASS | main loop | HGMMA | UTMALDG | "
+          "LDG(STS) | compile (s) | Triton / smalti compile |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+    breakdowns = {}
+    for name, peer_call in EXAMPLES.items():
         path = str(ROOT / "examples" / f"{name}.mlir")
         ours = [run_json(SMALTI_ONE_RUN, path) for _ in range(args.repeats)]
-        ours_s = statistics.median(r["seconds"] for r in ours)
-        o = ours[0]
-        print(f"| {name} | smalti | {o['registers']} | {o['spills']} | {o['sass']} | "
-              f"{o['ldg']} | {o['stg']} | {ours_s:.3f} | |", flush=True)
+        breakdowns[name] = {k: statistics.median(r["passes"][k] for r in ours)
+                            for k in ours[0]["passes"]}
+        print(row(name, "smalti", ours), flush=True)
         if args.no_peer:
             continue
-        peers = str(Path(__file__).parent / "peers")
-        theirs = [run_json(TRITON_ONE_RUN, dtype, str(columns), peers)
-                  for _ in range(args.repeats)]
-        theirs_s = statistics.median(r["seconds"] for r in theirs)
-        t = theirs[0]
-        registers, spills = triton_registers(dtype, columns)
-        print(f"| {name} | Triton | {registers} | {spills} | {t['sass']} | {t['ldg']} | "
-              f"{t['stg']} | {theirs_s:.3f} | {theirs_s / ours_s:.1f}x |", flush=True)
+        theirs = [run_json(TRITON_ONE_RUN, PEERS, peer_call) for _ in range(args.repeats)]
+        ratio = (statistics.median(r["seconds"] for r in theirs)
+                 / statistics.median(r["seconds"] for r in ours))
+        print(row(name, "Triton", theirs, f"{ratio:.1f}x"), flush=True)
+    print("\nsmalti compile time by stage (s, median):\n")
+    stages = list(next(iter(breakdowns.values())))
+    print("| kernel | " + " | ".join(stages) + " |")
+    print("|---|" + "---:|" * len(stages))
+    for name, stamps in breakdowns.items():
+        print(f"| {name} | " + " | ".join(f"{stamps[s]:.3f}" for s in stages) + " |")
 
 
 if __name__ == "__main__":

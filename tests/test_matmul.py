@@ -60,7 +60,7 @@ def test_signature_carries_tensor_maps_and_dynamic_smem():
     signature = compiled().signature()
     assert signature.smem_bytes == 66560
     boxes = {(r.arg, r.box, r.swizzle) for r in signature.tensor_maps}
-    assert boxes == {(0, (128, 64), 128), (1, (8, 64), 128), (2, (8, 64), 128)}
+    assert boxes == {(0, (128, 64), 128), (1, (64, 64), 128), (2, (128, 64), 128)}
 
 
 @pytest.mark.parametrize("policy", ["eager", "latest", "random"])

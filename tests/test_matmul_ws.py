@@ -50,7 +50,7 @@ def test_signature_and_recorded_budgets():
     assert signature.block == (384, 1, 1) and signature.grid == (4, 2, 1)
     assert signature.smem_bytes == 197632 <= 227 * 1024
     boxes = {(r.arg, r.box, r.swizzle) for r in signature.tensor_maps}
-    assert boxes == {(0, (64, 64), 128), (1, (8, 64), 128), (2, (8, 64), 128)}
+    assert boxes == {(0, (64, 64), 128), (1, (64, 64), 128), (2, (64, 64), 128)}
 
 
 @pytest.mark.parametrize("policy", ["eager", "latest", "random"])

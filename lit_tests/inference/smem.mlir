@@ -1,14 +1,14 @@
 // RUN: smalti-opt %s --split-input-file --verify-diagnostics --smalti-infer-layouts | filecheck %s
 
-// TMA-loaded wgmma operands get the canonical 128-byte swizzled 8-row tiles; barriers none;
-// the accumulator the WGMMA layout.
+// TMA-loaded wgmma operands get 128-byte swizzled tiles as tall as the operand (64 rows:
+// one TMA box each); barriers none; the accumulator the WGMMA layout.
 // CHECK-LABEL: func.func @operands
 // CHECK: "smalti.slice_smem"{{.*}} {out_transforms = {{\[}}[]]}
-// CHECK: "smalti.slice_smem"{{.*}} {out_transforms = {{\[}}[#smalti.tile<[8, 64]>, #smalti.swizzle<128>]]}
-// CHECK: "smalti.slice_smem"{{.*}} {out_transforms = {{\[}}[#smalti.tile<[8, 64]>, #smalti.swizzle<128>]]}
-// CHECK: "smalti.async_load"{{.*}}in_transforms = {{\[}}[#smalti.tile<[8, 64]>, #smalti.swizzle<128>], []]
+// CHECK: "smalti.slice_smem"{{.*}} {out_transforms = {{\[}}[#smalti.tile<[64, 64]>, #smalti.swizzle<128>]]}
+// CHECK: "smalti.slice_smem"{{.*}} {out_transforms = {{\[}}[#smalti.tile<[64, 64]>, #smalti.swizzle<128>]]}
+// CHECK: "smalti.async_load"{{.*}}in_transforms = {{\[}}[#smalti.tile<[64, 64]>, #smalti.swizzle<128>], []]
 // CHECK: "smalti.wgmma"(%{{.*}}) {in_layouts = [#smalti.tiled<tiling = {{\[}}[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>]
-// CHECK-SAME: in_transforms = {{\[}}[#smalti.tile<[8, 64]>, #smalti.swizzle<128>], [#smalti.tile<[8, 64]>, #smalti.swizzle<128>]]
+// CHECK-SAME: in_transforms = {{\[}}[#smalti.tile<[64, 64]>, #smalti.swizzle<128>], [#smalti.tile<[64, 64]>, #smalti.swizzle<128>]]
 func.func @operands(%ga: memref<128x64xbf16>, %out: memref<64x128xf32>) {
   %c0 = arith.constant 0 : index
   %acc = arith.constant dense<0.0> : vector<64x128xf32>

@@ -331,14 +331,17 @@ def _barriers(ctx: RuleContext, op: ir.Operation) -> None:
 
 
 def tma_hint(shape: tuple[int, ...], element_bytes: int) -> tuple:
-    """The widest swizzle whose 8-row tiles TMA can write for this shape, or no transforms."""
+    """The widest swizzle whose tiles TMA can write for this shape, as tall as a box allows
+    (few boxes per copy), or no transforms."""
     from smalti.tiling import SwizzleTransform, TileTransform
+    from smalti.tiling.smem import tall_tile_rows
 
     if len(shape) < 2 or shape[-2] % 8:
         return ()
     for span in (128, 64, 32):
         if span % element_bytes == 0 and shape[-1] % (span // element_bytes) == 0:
-            return (TileTransform((8, span // element_bytes)), SwizzleTransform(span))
+            return (TileTransform((tall_tile_rows(shape[-2]), span // element_bytes)),
+                    SwizzleTransform(span))
     return ()
 
 
@@ -396,6 +399,7 @@ def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_byt
 def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
     """The accumulator lives in the WGMMA layout; SMEM operands in canonical swizzled tiles."""
     from smalti.tiling import WGMMA_LAYOUT, LayoutError, wgmma_operand_transforms
+    from smalti.tiling.smem import tall_tile_rows
 
     acc, a, b = op.operands
     ctx.fix(acc, WGMMA_LAYOUT, "wgmma accumulates in the WGMMA register layout")
@@ -408,10 +412,12 @@ def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
         shape, size = tuple(ir.MemRefType(ref.type).shape), _element_bytes(ref)
         for span in (128, 64, 32):
             try:
-                canonical = wgmma_operand_transforms(shape, size, span, transposed=False)
+                canonical = wgmma_operand_transforms(shape, size, span, transposed=False,
+                                                     tile_rows=tall_tile_rows(shape[0]))
             except LayoutError:
                 continue
-            ctx.hint(ref, canonical, PREFERRED, "wgmma reads swizzled 8-row tiles fastest")
+            ctx.hint(ref, canonical, PREFERRED,
+                     "wgmma reads swizzled tiles fastest (tall ones, for few TMA boxes)")
             break
         ctx.require(ref, lambda t, s=shape, e=size: wgmma_operand_problem(t, s, e),
                     "wgmma reads this operand from shared memory")

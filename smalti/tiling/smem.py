@@ -129,8 +129,10 @@ def _apply(transforms: Sequence[Transform], shape: Shape, element_bytes: int,
 
 
 def wgmma_operand_transforms(shape: Shape, element_bytes: int, swizzle: int,
-                             transposed: bool) -> tuple[Transform, ...]:
-    """The canonical SMEM form of a 2-D WGMMA operand: 8-row tiles spanning the swizzle.
+                             transposed: bool, tile_rows: int = 8) -> tuple[Transform, ...]:
+    """The canonical SMEM form of a 2-D WGMMA operand: tiles of `tile_rows` rows (8 by
+    default, the core-matrix group; any multiple of 8 gives the same bytes within a tile)
+    spanning the swizzle.
 
     `transposed` means the memory holds the operand's transpose (an MN-major operand), so
     the dims are swapped before tiling. Raises LayoutError when the shape does not tile.
@@ -139,12 +141,26 @@ def wgmma_operand_transforms(shape: Shape, element_bytes: int, swizzle: int,
         raise LayoutError(f"a WGMMA operand is 2-D, got shape {list(shape)}")
     if swizzle not in SWIZZLE_SPANS or swizzle % element_bytes:
         raise LayoutError(f"no {swizzle}-byte swizzle for {element_bytes}-byte elements")
-    tile = TileTransform((8, swizzle // element_bytes))
+    if tile_rows % 8:
+        raise LayoutError(f"WGMMA operand tiles have a multiple of 8 rows, not {tile_rows}")
+    tile = TileTransform((tile_rows, swizzle // element_bytes))
     transforms: tuple[Transform, ...] = (
         (TransposeTransform((1, 0)), tile, SwizzleTransform(swizzle)) if transposed
         else (tile, SwizzleTransform(swizzle)))
     physical_shape(transforms, shape, element_bytes)
     return transforms
+
+
+def tall_tile_rows(rows: int) -> int:
+    """The most rows (a multiple of 8 dividing `rows`, at most a TMA box) that one SMEM tile
+    can hold: taller tiles keep more rows consecutive, so TMA moves them in fewer boxes."""
+    best = 8
+    candidate = 8
+    while candidate <= min(rows, TMA_MAX_BOX):
+        if rows % candidate == 0:
+            best = candidate
+        candidate += 8
+    return best
 
 
 def tma_incompatibility(transforms: Sequence[Transform], element_bytes: int,
