@@ -15,6 +15,7 @@ import contextlib
 import io
 import multiprocessing
 import os
+import queue as queue_module
 import random
 import re
 import sys
@@ -91,11 +92,10 @@ def check_one(text: str, argv: tuple[str, ...]) -> str | None:
 
 
 def _run_batch(batch: list[tuple[str, tuple[str, ...]]], queue: multiprocessing.Queue) -> None:
-    for text, argv in batch:
+    """Check each case; report a Finding or, when it behaved, its index (progress)."""
+    for index, (text, argv) in enumerate(batch):
         problem = check_one(text, argv)
-        if problem is not None:
-            queue.put(Finding(text, argv, problem))
-    queue.put(None)
+        queue.put(Finding(text, argv, problem) if problem is not None else index)
 
 
 def generate(count: int, seed: int) -> list[tuple[str, tuple[str, ...]]]:
@@ -114,39 +114,34 @@ def generate(count: int, seed: int) -> list[tuple[str, tuple[str, ...]]]:
     return cases
 
 
-def fuzz(count: int, seed: int = 0, batch_size: int = 200) -> list[Finding]:
-    """Run `count` mutated inputs; every finding (a crash isolates its input)."""
+def fuzz(count: int, seed: int = 0, batch_size: int = 200,
+         seconds_per_input: float = 30) -> list[Finding]:
+    """Run `count` mutated inputs; every finding. A crash or a hang (an input taking longer
+    than `seconds_per_input`) is pinned on its input, and the batch goes on after it."""
     cases = generate(count, seed)
     findings: list[Finding] = []
     context = multiprocessing.get_context("spawn")  # fork is unsafe once JAX has threads
-    for start in range(0, len(cases), batch_size):
-        pending = [cases[start:start + batch_size]]
-        while pending:
-            batch = pending.pop()
-            queue = context.Queue()
-            child = context.Process(target=_run_batch, args=(batch, queue))
-            child.start()
-            found = []
-            while True:
-                try:
-                    item = queue.get(timeout=600)
-                except Exception:  # the child died without its end marker
-                    item = None
-                    child.terminate()
-                    break
-                if item is None:
-                    break
-                found.append(item)
-            child.join()
-            if child.exitcode == 0:
-                findings.extend(found)
-            elif len(batch) == 1:
-                findings.append(Finding(batch[0][0], batch[0][1],
-                                        f"process crashed (exit code {child.exitcode})"))
-            else:
-                findings.extend(found)
-                done = len(found)  # rerun the rest one by one to find the crashing input
-                pending.extend([case] for case in batch[done:])
+    pending = [cases[start:start + batch_size] for start in range(0, len(cases), batch_size)]
+    while pending:
+        batch = pending.pop(0)
+        queue = context.Queue()
+        child = context.Process(target=_run_batch, args=(batch, queue))
+        child.start()
+        done = 0
+        while done < len(batch):
+            try:
+                item = queue.get(timeout=seconds_per_input + 60 * (done == 0))  # + start-up
+            except queue_module.Empty:
+                problem = ("hang" if child.is_alive()
+                           else f"process crashed (exit code {child.exitcode})")
+                findings.append(Finding(*batch[done], problem))
+                pending.insert(0, batch[done + 1:])
+                break
+            if isinstance(item, Finding):
+                findings.append(item)
+            done += 1
+        child.terminate()
+        child.join()
     return findings
 
 

@@ -17,6 +17,9 @@ def make_context() -> ir.Context:
     context.append_dialect_registry(registry)
     context.load_all_available_dialects()
     context.allow_unregistered_dialects = True
+    # MLIR verifies in worker threads, whose diagnostics reach Python handlers that need the
+    # GIL the parsing thread holds: a deadlock (found by the fuzzer). One thread, always.
+    context.enable_multithreading(False)
     return context
 
 

@@ -156,7 +156,7 @@ def _run(argv: Sequence[str]) -> int:
     source_name = "<stdin>" if args.input == "-" else args.input
     text = read_input(args.input)
     context = make_context()
-    context.enable_multithreading(False)  # diagnostics in a stable order
+
     pipeline = pipeline_from_args(args)
     check_pipeline(pipeline, context)
     options = PrintOptions(args.mlir_print_debuginfo, args.mlir_print_op_generic)
