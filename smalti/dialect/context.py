@@ -56,15 +56,24 @@ def parse_module(text: str, source_name: str, context: ir.Context) -> ir.Operati
         if op is None:
             wrapper = ir.Operation.parse("module {" + text + "\n}", source_name=source_name)
             ops = [o.operation for o in wrapper.regions[0].blocks[0].operations]
-            return _implicit_module([o.detach_from_parent() for o in ops])
+            return _implicit_module([o.detach_from_parent() for o in ops], text, source_name)
         if op.name == "builtin.module":
+            if not len(op.regions[0].blocks[0].operations) and "module" not in text:
+                return _implicit_module([], text, source_name)  # an empty input
             return op
-        return _implicit_module([op])
+        return _implicit_module([op], text, source_name)
 
 
-def _implicit_module(ops: list[ir.Operation]) -> ir.Operation:
-    """A module holding detached top-level `ops`, located where the first of them is."""
-    module = ir.Module.create(ops[0].location if ops else ir.Location.unknown())
+def _implicit_module(ops: list[ir.Operation], text: str, source_name: str) -> ir.Operation:
+    """A module holding detached top-level `ops`, located where the first of them is (or,
+    with no ops, at the input's first line that is not blank)."""
+    if ops:
+        location = ops[0].location
+    else:
+        lines = text.splitlines()
+        first = next((i for i, line in enumerate(lines) if line.strip()), 0)
+        location = ir.Location.file(source_name, first + 1, 1)
+    module = ir.Module.create(location)
     for op in ops:
         module.body.append(op)
     return module.operation
