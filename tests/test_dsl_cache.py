@@ -114,3 +114,22 @@ def test_default_directory_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SMALTI_CACHE_DIR", str(tmp_path / "calls"))
     make_kernel()(jnp.zeros((128, 128), jnp.float32))
     assert len(list((tmp_path / "calls").glob("*.json"))) == 1
+
+
+def test_debug_print_records_survive_the_disk_cache():
+    """A printing kernel's signature round-trips, layouts included (the hidden buffer)."""
+    from smalti.runtime import compile_mlir
+    from smalti.runtime.cache import CompiledKernel, decode_entry, encode_entry
+
+    text = """
+func.func @k(%a: memref<4x128xf32>) attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<4x128xf32>, index, index) -> vector<4x128xf32>
+  "smalti.debug_print"(%v) {format = "v = {}"} : (vector<4x128xf32>) -> ()
+  return
+}
+"""
+    signature = compile_mlir(text, "k.mlir").signature()
+    assert signature.debug_prints
+    entry = CompiledKernel("key", "ptx", signature, None, "sm_90a")
+    assert decode_entry(encode_entry(entry), "key").signature == signature

@@ -2,6 +2,7 @@
 
 from smalti.dialect import (  # noqa: F401  (registers the ops)
     ops_compute,
+    ops_debug,
     ops_memory,
     ops_mma,
     ops_sync,

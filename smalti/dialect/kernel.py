@@ -8,12 +8,17 @@ Arguments are global-memory buffers (memrefs of static shape) or scalars.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
 from smalti.tiling import WARPGROUP_SIZE
+
+if TYPE_CHECKING:
+    from smalti.dialect.ops_debug import DebugPrintRecord
 
 KERNEL_ATTR = "smalti.kernel"
 GRID_ATTR = "smalti.grid"
@@ -54,10 +59,17 @@ class KernelSignature:
     args: tuple[KernelArg, ...]
     smem_bytes: int = 0  # dynamic shared memory the launch must provide
     tensor_maps: tuple[TensorMapRecord, ...] = ()  # set by the lowering
+    # smalti.debug_print ops; when any, a hidden `.param .u64 debug` follows the tensor maps
+    debug_prints: tuple[DebugPrintRecord, ...] = ()
 
     @property
     def block(self) -> tuple[int, int, int]:
         return (WARPGROUP_SIZE * self.warpgroups, 1, 1)
+
+    @property
+    def debug_buffer_bytes(self) -> int:
+        """Bytes of the hidden debug buffer the launch must provide, zeroed (0: none)."""
+        return sum(record.size_bytes for record in self.debug_prints)
 
 
 def is_kernel(op: ir.Operation) -> bool:
@@ -84,7 +96,11 @@ def kernel_signature(func: ir.Operation) -> KernelSignature:
             raise error_at(func, f"'{WARPGROUPS_ATTR}' must be a positive integer, got {attr}")
         warpgroups = ir.IntegerAttr(attr).value
     args = tuple(_kernel_arg(func, name, i, t) for i, t in enumerate(function_type.inputs))
-    return KernelSignature(name, grid, warpgroups, args, dynamic_smem_bytes(func))
+    from smalti.dialect.ops_debug import debug_print_records
+
+    prints = debug_print_records(func, math.prod(grid) * warpgroups)
+    return KernelSignature(name, grid, warpgroups, args, dynamic_smem_bytes(func),
+                           debug_prints=prints)
 
 
 def dynamic_smem_bytes(func: ir.Operation) -> int:

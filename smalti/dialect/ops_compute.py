@@ -1,10 +1,9 @@
-"""Compute ops on register values: broadcast_in_dim, iota, optimization_barrier, debug_print.
+"""Compute ops on register values: broadcast_in_dim, iota, optimization_barrier.
 
     %b = "smalti.broadcast_in_dim"(%v) {broadcast_dimensions = array<i64: 0>}
            : (vector<128xf32>) -> vector<128x64xf32>
     %i = "smalti.iota"() {dimension = 1 : i64} : () -> vector<64x128xi32>
     %x, %y = "smalti.optimization_barrier"(%a, %b) : (vector<..>, f32) -> (vector<..>, f32)
-    "smalti.debug_print"(%v, %s) {format = "v={} s={}"} : (vector<..>, f32) -> ()
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@
 """
 
 from smalti.dsl.array import Array
-from smalti.dsl.control import fori
-from smalti.dsl.index import Index
+from smalti.dsl.control import fori, when
+from smalti.dsl.index import Index, Predicate
 from smalti.dsl.kernel import Kernel, Traced, kernel
+from smalti.dsl.mma import wgmma
 from smalti.dsl.ops import (
     abs,
     astype,
@@ -28,11 +29,16 @@ from smalti.dsl.ops import (
     tanh,
     zeros,
 )
-from smalti.dsl.refs import Ref
+from smalti.dsl.refs import Ref, RefView
+from smalti.dsl.smem import SMEM, Barriers, Union
+from smalti.dsl.smem_refs import Barrier, BarrierArray, StagedRef
 from smalti.dsl.specs import ArraySpec
+from smalti.dsl.tma import async_copy, async_store, async_store_wait
 
 __all__ = [
-    "Array", "ArraySpec", "Index", "Kernel", "Ref", "Traced", "abs", "astype", "broadcast_to",
-    "exp", "exp2", "fori", "full", "kernel", "layout_cast", "log", "maximum", "minimum",
-    "num_programs", "program_id", "rsqrt", "sqrt", "tanh", "zeros",
+    "SMEM", "Array", "ArraySpec", "Barrier", "BarrierArray", "Barriers", "Index", "Kernel",
+    "Predicate", "Ref", "RefView", "StagedRef", "Traced", "Union", "abs", "astype",
+    "async_copy", "async_store", "async_store_wait", "broadcast_to", "exp", "exp2", "fori",
+    "full", "kernel", "layout_cast", "log", "maximum", "minimum", "num_programs",
+    "program_id", "rsqrt", "sqrt", "tanh", "wgmma", "when", "zeros",
 ]

@@ -1,4 +1,6 @@
-"""Loops: `fori(lo, hi, body, init)` traces `body` once into an scf.for with carried arrays."""
+"""Control flow: `fori(lo, hi, body, init)` traces `body` once into an scf.for with carried
+arrays; `@when(condition)` traces a block into an scf.if (or runs it, or not, when the
+condition is a Python bool)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from collections.abc import Callable
 from jaxlib.mlir import ir
 
 from smalti.dsl.array import Array
-from smalti.dsl.index import Index, as_index
+from smalti.dsl.index import Index, Predicate, as_index
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import emit
 
@@ -36,6 +38,41 @@ def fori(lower: int | Index, upper: int | Index, body: Callable[[Index, Carry], 
         _check_carry(carried, yielded, body)
         emit("scf.yield", [y.value for y in yielded])
     return _unflatten(init, [Array(r) for r in loop.results])
+
+
+def when(condition: Predicate | bool) -> Callable[[Callable[[], None]], None]:
+    """Decorator: run the decorated function (no arguments, no result) only if `condition`.
+
+    A traced condition (a comparison of indices, like `k + 2 < k_tiles`) gives an scf.if;
+    a Python bool decides while tracing."""
+    if isinstance(condition, bool):
+        static = condition
+    elif isinstance(condition, Predicate):
+        static = None
+    else:
+        raise user_error(TypeError, "when takes a comparison of traced indices or a Python "
+                                    f"bool, got {type(condition).__name__}")
+
+    def decorate(body: Callable[[], None]) -> None:
+        if not callable(body):
+            raise user_error(TypeError, f"when decorates a function, got {type(body).__name__}")
+        if static is not None:
+            if static:
+                _run_branch(body)
+            return None
+        branch = emit("scf.if", [condition.value], regions=2)  # type: ignore[union-attr]
+        with ir.InsertionPoint(branch.regions[0].blocks.append()):
+            _run_branch(body)
+            emit("scf.yield")
+        return None
+
+    return decorate
+
+
+def _run_branch(body: Callable[[], None]) -> None:
+    if body() is not None:
+        raise user_error(TypeError, "a function decorated with when must return None (it "
+                                    "cannot produce values yet)")
 
 
 def _flatten(carry: object, what: str) -> list[Array]:

@@ -73,6 +73,29 @@ class Index:
 
     __mod__ = __floordiv__
 
+    def _compare(self, other: IndexLike, how: str) -> Predicate | bool:
+        """`self how other`: a Python bool when both are known, else a traced Predicate."""
+        other = as_index(other, "an index")
+        difference = (self - other).static
+        if difference is not None:
+            return _STATIC_COMPARISONS[how](difference)
+        attributes = {"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                      CMPI_PREDICATES[how])}
+        return Predicate(emit_value("arith.cmpi", [self.materialize(), other.materialize()],
+                                    ir.IntegerType.get_signless(1), attributes))
+
+    def __lt__(self, other: IndexLike) -> Predicate | bool:
+        return self._compare(other, "lt")
+
+    def __le__(self, other: IndexLike) -> Predicate | bool:
+        return self._compare(other, "le")
+
+    def __gt__(self, other: IndexLike) -> Predicate | bool:
+        return self._compare(other, "gt")
+
+    def __ge__(self, other: IndexLike) -> Predicate | bool:
+        return self._compare(other, "ge")
+
     def __index__(self) -> int:
         if self.static is None:
             raise user_error(TypeError, "a traced index (program_id, a loop counter) has no "
@@ -98,6 +121,21 @@ class Index:
 
 
 IndexLike = Index | int
+
+CMPI_PREDICATES = {"lt": 2, "le": 3, "gt": 4, "ge": 5}  # arith.cmpi slt, sle, sgt, sge
+_STATIC_COMPARISONS = {"lt": lambda d: d < 0, "le": lambda d: d <= 0,
+                       "gt": lambda d: d > 0, "ge": lambda d: d >= 0}
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A traced i1 (a comparison of indices): a condition for `smalti.dsl.when`."""
+
+    value: ir.Value
+
+    def __bool__(self) -> bool:
+        raise user_error(TypeError, "a comparison of traced indices has no Python value while "
+                                    "tracing; branch on it with smalti.dsl.when")
 
 
 def as_index(value: object, what: str) -> Index:

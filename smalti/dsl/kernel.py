@@ -15,6 +15,8 @@ from smalti.dialect.context import make_context
 from smalti.dialect.kernel import GRID_ATTR, KERNEL_ATTR, WARPGROUPS_ATTR
 from smalti.dsl.dtypes import mlir_type
 from smalti.dsl.refs import Ref
+from smalti.dsl.smem import Placement, plan_smem
+from smalti.dsl.smem_refs import allocate
 from smalti.dsl.specs import (
     ArraySpec,
     check_expected,
@@ -37,6 +39,7 @@ class LaunchOptions:
     cluster: tuple[int, int, int]
     out_shape: object
     in_specs: tuple[object, ...] | None
+    smem: object = ()
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Traced:
     outputs: tuple[ArraySpec, ...]
     single_output: bool
     grid: tuple[int, ...]
+    smem_bytes: int = 0
 
     @property
     def mlir(self) -> str:
@@ -92,15 +96,18 @@ class Kernel:
         """Trace the body for the specs of `args` (arrays or jax.ShapeDtypeStructs)."""
         inputs = self.input_specs(args)
         outputs, single = out_specs(resolve(self.options.out_shape, inputs), self.name)
-        if len(self.params) != len(inputs) + len(outputs):
+        placements, smem_bytes = plan_smem(resolve(self.options.smem, inputs), self.name)
+        if len(self.params) != len(inputs) + len(outputs) + len(placements):
+            smem = f" and {len(placements)} shared-memory refs" if placements else ""
             raise TypeError(f"kernel {self.name} takes {len(self.params)} refs "
                             f"({', '.join(self.params)}) but is called with {len(inputs)} "
-                            f"inputs and declares {len(outputs)} outputs")
+                            f"inputs and declares {len(outputs)} outputs{smem}")
         grid = normalize_grid(resolve(self.options.grid, inputs), self.name)
-        module = self._build(inputs + outputs, grid)
-        return Traced(module, inputs, outputs, single, grid)
+        module = self._build(inputs + outputs, grid, placements)
+        return Traced(module, inputs, outputs, single, grid, smem_bytes)
 
-    def _build(self, refs: tuple[ArraySpec, ...], grid: tuple[int, ...]) -> ir.Operation:
+    def _build(self, refs: tuple[ArraySpec, ...], grid: tuple[int, ...],
+               placements: tuple[Placement, ...]) -> ir.Operation:
         code = self.fn.__code__
         context = make_context()
         with context, ir.Location.file(code.co_filename, code.co_firstlineno, 1) as location:
@@ -120,8 +127,10 @@ class Kernel:
             block = func.regions[0].blocks.append(*types)
             info = TraceInfo(self.name, (*grid, 1, 1)[:3], self.options.warpgroups)
             with ir.InsertionPoint(block), tracing(info):
-                result = self.fn(*(Ref(arg, param) for arg, param in
-                                   zip(block.arguments, self.params, strict=True)))
+                arguments = [Ref(arg, param) for arg, param in
+                             zip(block.arguments, self.params, strict=False)]
+                scratch = allocate(placements, self.params[len(arguments):])
+                result = self.fn(*arguments, *scratch)
                 if result is not None:
                     raise TypeError(f"kernel {self.name} ({code.co_filename}:"
                                     f"{code.co_firstlineno}) must return None: outputs are "
@@ -151,22 +160,27 @@ class Kernel:
 
 def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
            cluster: tuple[int, ...] = (1, 1, 1), in_specs: tuple[object, ...] | None = None,
-           name: str | None = None, arch: str = DEFAULT_ARCH
+           smem: object = (), name: str | None = None, arch: str = DEFAULT_ARCH
            ) -> Callable[[Callable[..., None]], Kernel]:
-    """Decorate `body(*input_refs, *output_refs)` into a Kernel.
+    """Decorate `body(*input_refs, *output_refs, *smem_refs)` into a Kernel.
 
     `grid` (1-3 ints) and `out_shape` (a jax.ShapeDtypeStruct or a tuple of them) may also
     be callables of the inputs' specs (objects with .shape and .dtype). `in_specs`, when
-    given, declares each input's shape and dtype (checked at the call)."""
+    given, declares each input's shape and dtype (checked at the call). `smem` lists the
+    kernel's shared memory (sd.SMEM, sd.Barriers, sd.Union; or a callable of the inputs'
+    specs giving that list): one more body parameter per array or barrier array."""
     if not isinstance(warpgroups, int) or warpgroups < 1:
         raise ValueError(f"warpgroups must be a positive int, got {warpgroups!r}")
     cluster_dims = (*tuple(cluster), 1, 1)[:3]
     if len(tuple(cluster)) > 3 or any(not isinstance(c, int) or c < 1 for c in cluster_dims):
         raise ValueError(f"cluster must be 1 to 3 positive ints, got {cluster!r}")
     options = LaunchOptions(grid, warpgroups, cluster_dims, out_shape,
-                            None if in_specs is None else tuple(in_specs))
+                            None if in_specs is None else tuple(in_specs),
+                            tuple(smem) if isinstance(smem, list) else smem)
 
     def decorate(fn: Callable[..., None]) -> Kernel:
+        if not callable(smem):  # a static declaration is checked (e.g. its size) right away
+            plan_smem(smem, name or fn.__name__)
         return Kernel(fn, options, name, arch)
 
     return decorate

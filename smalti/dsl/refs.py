@@ -1,7 +1,9 @@
-"""Kernel arguments as refs: indexing a global-memory ref loads an Array, assigning stores one."""
+"""Refs to global or shared memory: indexing loads an Array, assigning stores one, and
+`ref.at[...]` names a window without loading it (the global side of a TMA copy)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,8 +29,27 @@ class Window:
         return tuple(s for s, keep in zip(self.sizes, self.kept, strict=True) if keep)
 
 
+@dataclass(frozen=True)
+class RefView:
+    """A window of a ref, not loaded: what `ref.at[rows, cols]` names for a TMA copy."""
+
+    ref: Ref
+    window: Window
+
+
+class _At:
+    """`ref.at[...]`: index expressions give RefViews."""
+
+    def __init__(self, ref: Ref) -> None:
+        self._ref = ref
+
+    def __getitem__(self, key: object) -> RefView:
+        return RefView(self._ref, self._ref.window(key))
+
+
 class Ref:
-    """A kernel argument in global memory: `ref[i:i + 128, :]` loads, `ref[...] = x` stores."""
+    """A memref in global memory (a kernel argument) or shared memory (a declared buffer):
+    `ref[i:i + 128, :]` loads, `ref[...] = x` stores, `ref.at[...]` is a window for TMA."""
 
     def __init__(self, value: ir.Value, name: str) -> None:
         memref = ir.MemRefType(value.type)
@@ -36,13 +57,30 @@ class Ref:
         self.name = name
         self.shape: Shape = tuple(memref.shape)
         self.dtype: np.dtype = numpy_dtype(memref.element_type)
+        self.is_smem = memref.memory_space is not None
+
+    @property
+    def value(self) -> ir.Value:
+        """The memref value."""
+        return self._value
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole ref (e.g. the transaction count of a TMA copy into it)."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def at(self) -> _At:
+        """`ref.at[rows, cols]`: a RefView of that window (nothing is loaded)."""
+        return _At(self)
+
     def __repr__(self) -> str:
-        return f"Ref({self.name}: {self.dtype.name}{list(self.shape)})"
+        space = ", smem" if self.is_smem else ""
+        return f"Ref({self.name}: {self.dtype.name}{list(self.shape)}{space})"
 
     def window(self, key: object) -> Window:
         """Resolve an index expression into a window; located IndexError/TypeError if bad."""

@@ -45,16 +45,18 @@ class tracing:
 
 
 def emit(name: str, operands: Sequence[ir.Value] = (), results: Sequence[ir.Type] = (),
-         attributes: dict[str, ir.Attribute] | None = None, regions: int = 0
-         ) -> ir.Operation:
-    """Create op `name` at the insertion point, located at the user's current line."""
+         attributes: dict[str, ir.Attribute] | None = None, regions: int = 0,
+         location: ir.Location | None = None) -> ir.Operation:
+    """Create op `name` at the insertion point, located at `location` (default: the user's
+    current line)."""
     active()
     return ir.Operation.create(name, results=list(results), operands=list(operands),
                                attributes=attributes or {}, regions=regions,
-                               loc=user_location()).operation
+                               loc=user_location() if location is None else location).operation
 
 
 def emit_value(name: str, operands: Sequence[ir.Value], result: ir.Type,
-               attributes: dict[str, ir.Attribute] | None = None) -> ir.Value:
+               attributes: dict[str, ir.Attribute] | None = None,
+               location: ir.Location | None = None) -> ir.Value:
     """Emit a one-result op and return its result."""
-    return emit(name, operands, [result], attributes).results[0]
+    return emit(name, operands, [result], attributes, location=location).results[0]

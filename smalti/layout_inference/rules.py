@@ -504,3 +504,9 @@ def _insert_strided_slice(ctx: RuleContext, op: ir.Operation) -> None:
     ctx.equal(destination, result, "insert_strided_slice keeps the destination's layout")
     ctx.require(destination, _slice_alignment(offsets, sizes, shape),
                 "vector.insert_strided_slice writes whole tiles")
+
+
+@rule("smalti.debug_print")
+def _debug_print(ctx: RuleContext, op: ir.Operation) -> None:
+    """A printed vector may have any layout, splat included: the host reassembles it."""
+    ctx.var(op.operands[0])

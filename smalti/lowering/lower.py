@@ -12,6 +12,7 @@ from smalti.dialect.verifier import verify_op
 from smalti.lowering import (  # noqa: F401  (registers rules)
     barriers,
     control,
+    debug,
     elementwise,
     layout,
     memory,
@@ -83,6 +84,7 @@ def lower_kernel(func: ir.Operation) -> Kernel:
             reg = builder.compute(f"ld.param.{element.scalar}", element.scalar, Address(param))
             ctx.set(value, ScalarValue(reg, element, 1))
     tma.declare_tensor_maps(ctx, func)
+    debug.declare_debug_buffer(ctx, func)
     lower_block(ctx, entry)
     return builder.build()
 

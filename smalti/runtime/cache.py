@@ -22,7 +22,9 @@ from pathlib import Path
 from jaxlib.mlir import ir
 
 from smalti import __version__
+from smalti.dialect.attributes import layout_to_text, text_to_layout
 from smalti.dialect.kernel import KernelArg, KernelSignature, TensorMapRecord, kernel_functions
+from smalti.dialect.ops_debug import DebugPrintRecord
 from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
 from smalti.runtime.compiler import DEFAULT_ARCH, compile_module
 
@@ -149,7 +151,7 @@ def encode_entry(compiled: CompiledKernel) -> bytes:
         "arch": compiled.arch,
         "ptx": compiled.ptx,
         "cubin": None if compiled.cubin is None else base64.b64encode(compiled.cubin).decode(),
-        "signature": dataclasses.asdict(compiled.signature),
+        "signature": _encode_signature(compiled.signature),
     }
     body = json.dumps(payload, sort_keys=True)
     checksum = hashlib.sha256(body.encode()).hexdigest()
@@ -175,6 +177,16 @@ def decode_entry(raw: bytes, key: str) -> CompiledKernel:
                           None if cubin is None else base64.b64decode(cubin), payload["arch"])
 
 
+def _encode_signature(signature: KernelSignature) -> dict:
+    """The signature as JSON data; layouts travel as their attribute text."""
+    data = dataclasses.asdict(signature)
+    data["debug_prints"] = [
+        {**dataclasses.asdict(record),
+         "layout": None if record.layout is None else layout_to_text(record.layout)}
+        for record in signature.debug_prints]
+    return data
+
+
 def _signature(data: dict) -> KernelSignature:
     return KernelSignature(
         name=data["name"], grid=tuple(data["grid"]), warpgroups=data["warpgroups"],
@@ -183,7 +195,11 @@ def _signature(data: dict) -> KernelSignature:
         smem_bytes=data["smem_bytes"],
         tensor_maps=tuple(TensorMapRecord(**{**t, "shape": tuple(t["shape"]),
                                              "box": tuple(t["box"])})
-                          for t in data["tensor_maps"]))
+                          for t in data["tensor_maps"]),
+        debug_prints=tuple(DebugPrintRecord(**{
+            **d, "shape": tuple(d["shape"]),
+            "layout": None if d["layout"] is None else text_to_layout(d["layout"])})
+            for d in data.get("debug_prints", ())))
 
 
 _CACHES: dict[Path | None, KernelCache] = {}

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 import ml_dtypes
 import numpy as np
 
 from smalti.dialect.kernel import KernelSignature
+from smalti.dialect.ops_debug import HEADER_BYTES, DebugPrintRecord
 from smalti.runtime.compiler import CompiledModule
 from smalti.sim import run_ptx
+from smalti.tiling import WGSplatLayout
 
 NUMPY_DTYPES: dict[str, np.dtype] = {
     "f32": np.dtype(np.float32),
@@ -49,15 +54,74 @@ def check_arguments(signature: KernelSignature, args: tuple) -> list:
     return checked
 
 
-def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None, **options) -> list:
+def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None,
+                  print_fn: Callable[[str], None] | None = None, **options) -> list:
     """Run `kernel` on copies of `args`; return the arguments after the run (buffers updated).
-    `options` go to `smalti.sim.run_ptx` (async_completion, seed, spurious_waits)."""
+    `options` go to `smalti.sim.run_ptx` (async_completion, seed, spurious_waits). A kernel
+    with `smalti.debug_print` ops gets its hidden debug buffer, and what it printed goes to
+    `print_fn` (default: a line on stderr), block by block in launch order."""
     signature = compiled.signature(kernel)
     buffers = [a.copy() if isinstance(a, np.ndarray) else a
                for a in check_arguments(signature, args)]
     from smalti.runtime.tensor_maps import sim_tensor_maps
 
+    debug = ([np.zeros(signature.debug_buffer_bytes, np.uint8)] if signature.debug_prints
+             else [])
     run_ptx(compiled.ptx, signature.name, signature.grid, signature.block,
-            [*buffers, *sim_tensor_maps(signature, buffers)], shared_bytes=signature.smem_bytes,
-            **options)
+            [*buffers, *sim_tensor_maps(signature, buffers), *debug],
+            shared_bytes=signature.smem_bytes, **options)
+    if debug:
+        for line in debug_print_lines(signature, debug[0]):
+            (print_fn or _print_stderr)(line)
     return buffers
+
+
+def _print_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def debug_print_lines(signature: KernelSignature, buffer: np.ndarray) -> list[str]:
+    """What the kernel's debug_prints wrote into `buffer` (its hidden debug buffer), as
+    `file:line: [block (x, y, z), warpgroup w] <format>` lines: per block in launch order,
+    the ops in program order; the bracket names only what is ambiguous."""
+    gx, gy, gz = signature.grid
+    lines = []
+    for block in range(gx * gy * gz):
+        for record in signature.debug_prints:
+            for group in range(signature.warpgroups):
+                instance = block * signature.warpgroups + group
+                head = record.offset + instance * record.instance_bytes
+                count = int(buffer[head:head + 4].view(np.uint32)[0])
+                if count == 0:  # this warpgroup of this block did not reach the op
+                    continue
+                tags = []
+                if gx * gy * gz > 1:
+                    tags.append(f"block ({block % gx}, {block // gx % gy}, {block // (gx * gy)})")
+                if signature.warpgroups > 1:
+                    tags.append(f"warpgroup {group}")
+                if count > 1:
+                    tags.append(f"last of {count} runs")
+                value = debug_value(record, buffer[head + HEADER_BYTES:])
+                text = np.array2string(value, threshold=sys.maxsize, floatmode="unique",
+                                       max_line_width=sys.maxsize)
+                prefix = f"[{', '.join(tags)}] " if tags else ""
+                lines.append(f"{record.file}:{record.line}: {prefix}"
+                             f"{record.format.replace('{}', text, 1)}")
+    return lines
+
+
+def debug_value(record: DebugPrintRecord, data: np.ndarray) -> np.ndarray:
+    """One instance's value: the array reassembled through its layout's element map (or the
+    0-d scalar), from `data`, the bytes after the instance's header."""
+    dtype = NUMPY_DTYPES.get(record.dtype, np.dtype(np.int64))  # index: int64
+    values = data[:record.values * dtype.itemsize].view(dtype)
+    if not record.vector:
+        return values[0:1].reshape(())
+    if record.layout is None:
+        raise ValueError(f"debug_print at {record.file}:{record.line} has no layout")
+    if isinstance(record.layout, WGSplatLayout):
+        return np.full(record.shape, values[0], dtype)
+    index = record.layout.element_index(record.shape).reshape(-1, len(record.shape))
+    array = np.zeros(record.shape, dtype)
+    array[tuple(index.T)] = values[:len(index)]
+    return array
