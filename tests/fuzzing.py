@@ -4,8 +4,9 @@ rejection without a located `file:line:col: error:` diagnostic.
 
     python -m tests.fuzzing --inputs 10000 [--seed 0] [--corpus tests/fuzz_corpus]
 
-Each input runs in-process; a batch runs in a child process, so that a crash inside MLIR's
-C++ is caught and the batch re-run one input at a time to find the culprit.
+Each input runs in-process; a batch runs in a child process that reports after every input,
+so a crash inside MLIR's C++ or a hang is pinned on its input and the batch goes on after it.
+Every registered pass is among the flags drawn.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from smalti.passes import REGISTRY
+
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = sorted((ROOT / "lit_tests").rglob("*.mlir")) + sorted((ROOT / "examples").glob("*.mlir"))
-PASS_FLAGS = ("--smalti-verify", "--smalti-infer-layouts", "--smalti-explain-layouts",
-              "--canonicalize", "--cse")
+PASS_FLAGS = (*(f"--{name}" for name in REGISTRY), "--canonicalize", "--cse")
 LOCATED = re.compile(r"^.+:\d+:\d+: (error|warning|note|remark): ", re.MULTILINE)
 TOKENS = re.compile(r"%\w+|\d+|\w+|[^\s\w]")
 REPLACEMENTS = ["0", "1", "-1", "128", "65536", "7", "f32", "bf16", "i1", "index", "vector<4xf32>",
