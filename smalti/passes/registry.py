@@ -107,6 +107,11 @@ class _PassFailures:
     def wrap(self, info: PassInfo) -> Callable[[ir.Operation, object], None]:
         def run(op: ir.Operation, pass_: object) -> None:
             try:
+                # smalti ops are unregistered, so MLIR cannot verify them between passes:
+                # every smalti pass starts from verified ops, as upstream passes do.
+                from smalti.dialect.verifier import verify
+
+                verify(op.operation)
                 self.remarks.extend(info.run(op.operation) or ())
             except DiagnosticError as error:
                 self.errors.append(error)
