@@ -4,6 +4,7 @@ lane and register, in the manner of the PTX ISA's fragment figures."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,7 @@ LINE = 20
 INK = "#1a1a1a"
 GRID_INK = "#404040"
 GAP = 48
+CELL_NOTE = "each cell: lane Tn of the warp, register r<register>.<slot in its vector>"
 
 Holder = tuple[int, int, int]
 
@@ -153,7 +155,7 @@ def rules(window: Window, left: float, top: float) -> list[Item]:
 
 
 def legend_items(left: float, baseline: float) -> tuple[list[Item], float]:
-    """A swatch per warp, then how to read a cell; returns the items and their width."""
+    """A swatch per warp; returns the items and their width."""
     items: list[Item] = []
     x = left
     for warp, colour in enumerate(WARP_COLOURS):
@@ -161,9 +163,19 @@ def legend_items(left: float, baseline: float) -> tuple[list[Item], float]:
         label = f"warp {warp} (threads {warp * WARP_SIZE}-{warp * WARP_SIZE + WARP_SIZE - 1})"
         items.append(Text(x + 19, baseline, label, NOTE_SIZE, "start", INK))
         x += 19 + text_width(label, NOTE_SIZE) + 14
-    note = "cell: lane Tn of its warp, register r<reg>.<slot of its vector>"
-    items.append(Text(x, baseline, note, NOTE_SIZE, "start", INK))
-    return items, x + text_width(note, NOTE_SIZE) - left
+    return items, x - 14 - left
+
+
+def wrap(text: str, width: float, size: float) -> list[str]:
+    """`text` in lines no wider than `width` (at least 60 characters), broken after ', '."""
+    limit = max(60, int(width // text_width("x", size)))
+    lines = [""]
+    for piece in re.split(r"(?<=, )", text):
+        if lines[-1] and len(lines[-1]) + len(piece) > limit:
+            lines[-1] = lines[-1].rstrip()
+            lines.append("    ")
+        lines[-1] += piece
+    return lines
 
 
 def summary(layout: Layout, shape: Shape) -> str:
@@ -190,26 +202,36 @@ def window_note(window: Window) -> str | None:
             f"{window.rows}x{window.columns} window of {shape_text(window.shape)}")
 
 
-def layout_scene(layout: Layout, shape: Shape, heading: str = "") -> Scene:
-    """The picture of `layout` applied to an array of `shape`."""
+def title_lines(layout: Layout, shape: Shape, heading: str = "") -> list[str]:
+    """The title (layout attribute and shape), wrapped to the width of the grid."""
+    window = window_of(shape)
+    title = f"{heading}#smalti.{layout_to_text(layout)} on {shape_text(shape)}"
+    return wrap(title, ROW_HEADER + window.columns * CELL_WIDTH, TITLE_SIZE)
+
+
+def layout_scene(layout: Layout, shape: Shape, heading: str = "", title_rows: int = 0) -> Scene:
+    """The picture of `layout` on an array of `shape`; the title takes >= `title_rows` lines."""
     check_layout_fits(layout, shape)
     if not shape:
         raise ValueError("a picture needs an array of rank 1 or more")
     window = window_of(shape)
-    title = f"{heading}#smalti.{layout_to_text(layout)} on {shape_text(shape)}"
-    items: list[Item] = [
-        Text(MARGIN, MARGIN + TITLE_SIZE, title, TITLE_SIZE, "start", INK, "title"),
-        Text(MARGIN, MARGIN + TITLE_SIZE + LINE, summary(layout, shape), NOTE_SIZE, "start",
-             INK, "summary"),
-    ]
-    legend, legend_width = legend_items(MARGIN, MARGIN + TITLE_SIZE + 2 * LINE + 4)
+    grid_width = ROW_HEADER + window.columns * CELL_WIDTH
+    title = title_lines(layout, shape, heading)
+    title += [""] * (title_rows - len(title))
+    header = [(line, TITLE_SIZE, "title") for line in title]
+    header.append((summary(layout, shape), NOTE_SIZE, "summary"))
+    header.append((CELL_NOTE, NOTE_SIZE, "note"))
+    items: list[Item] = [Text(MARGIN, MARGIN + TITLE_SIZE + i * LINE, line, size, "start", INK,
+                              css_class) for i, (line, size, css_class) in enumerate(header)
+                         if line]
+    widths = [text_width(line, size) for line, size, _ in header]
+    legend, legend_width = legend_items(MARGIN, MARGIN + TITLE_SIZE + len(header) * LINE + 4)
     items += legend
     grid_left = MARGIN + ROW_HEADER
-    grid_top = MARGIN + TITLE_SIZE + 3 * LINE + COLUMN_HEADER
+    grid_top = MARGIN + TITLE_SIZE + (len(header) + 1) * LINE + COLUMN_HEADER
     items += grid_items(layout, shape, window, grid_left, grid_top)
     bottom = grid_top + window.rows * CELL_HEIGHT
-    widths = [text_width(title, TITLE_SIZE), text_width(items[1].text, NOTE_SIZE), legend_width,
-              ROW_HEADER + window.columns * CELL_WIDTH]
+    widths += [legend_width, grid_width]
     if note := window_note(window):
         items.append(Text(MARGIN, bottom + LINE, note, NOTE_SIZE, "start", INK, "window"))
         widths.append(text_width(note, NOTE_SIZE))
@@ -235,8 +257,9 @@ def cost_text(cost: RelayoutCost, bitwidth: int) -> str:
 def relayout_scene(source: Layout, target: Layout, shape: Shape, bitwidth: int) -> Scene:
     """The source and target pictures side by side, with the relayout cost as a caption."""
     cost = relayout_cost(source, target, shape, bitwidth)
-    left = layout_scene(source, shape, "from ")
-    right = layout_scene(target, shape, "to ")
+    rows = max(len(title_lines(source, shape, "from ")), len(title_lines(target, shape, "to ")))
+    left = layout_scene(source, shape, "from ", rows)
+    right = layout_scene(target, shape, "to ", rows)
     height = max(left.height, right.height)
     captions = (cost_text(cost, bitwidth), f"relayout_cost(...) = {cost}")
     items: list[Item] = [

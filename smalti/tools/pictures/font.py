@@ -1,6 +1,6 @@
-"""A 3x5 pixel font for PNG text: digits, capitals, a few lowercase letters and punctuation.
+"""A 3x5 pixel font for PNG text: digits, capitals and punctuation.
 
-Lowercase letters without their own glyph are drawn as capitals; anything else as a block.
+Lowercase letters are drawn as capitals; a character without a glyph as a block.
 """
 
 from __future__ import annotations
@@ -51,11 +51,8 @@ _GLYPHS: dict[str, str] = {
     "X": "#.# #.# .#. #.# #.#",
     "Y": "#.# #.# .#. .#. .#.",
     "Z": "### ..# .#. #.. ###",
-    "k": "#.. #.. #.# ##. #.#",
-    "r": "... #.# ##. #.. #..",
-    "x": "... ... #.# .#. #.#",
     ".": "... ... ... ... .#.",
-    ",": "... ... ... .#. #..",
+    ",": "... ... ... .#. .#.",
     ":": "... .#. ... .#. ...",
     ";": "... .#. ... .#. #..",
     "-": "... ... ### ... ...",
