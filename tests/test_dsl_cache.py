@@ -96,8 +96,8 @@ def _compile_in_child(directory: str) -> tuple[str, str]:
 
 def test_processes_compiling_one_kernel_at_once_agree(tmp_path):
     directory = tmp_path / "shared"
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        results = pool.map(_compile_in_child, [str(directory)] * 4)
+    with multiprocessing.get_context("spawn").Pool(8) as pool:
+        results = pool.map(_compile_in_child, [str(directory)] * 8)
     assert len(set(results)) == 1
     key, ptx = results[0]
     files = sorted(p.name for p in Path(directory).iterdir())
@@ -133,3 +133,24 @@ func.func @k(%a: memref<4x128xf32>) attributes {smalti.kernel, smalti.grid = arr
     assert signature.debug_prints
     entry = CompiledKernel("key", "ptx", signature, None, "sm_90a")
     assert decode_entry(encode_entry(entry), "key").signature == signature
+
+
+@pytest.mark.parametrize(("script", "error"), [
+    ("#!/bin/sh\nkill -SEGV $$\n", "PtxasCrash"),
+    ("#!/bin/sh\necho \"ptxas $2, line 3; error   : planted failure\" >&2\nexit 255\n",
+     "PtxasError"),
+])
+def test_ptxas_failures_leave_no_cache_entry(tmp_path, monkeypatch, script, error):
+    """A crashing or failing ptxas is an error naming the kernel; nothing is cached."""
+    from smalti.ptx import toolchain
+
+    fake = tmp_path / "ptxas"
+    fake.write_text(script)
+    fake.chmod(0o755)
+    monkeypatch.setenv("SMALTI_PTXAS", str(fake))
+    cache = KernelCache(tmp_path / "cache")
+    with pytest.raises(toolchain.PtxasError) as failure:
+        compile_kernel(traced_module(), cache=cache)
+    assert type(failure.value).__name__ == error
+    assert "add_one" in str(failure.value)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
