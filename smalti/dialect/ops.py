@@ -39,6 +39,24 @@ class SmaltiOp(ir.OpView):
 OP_CLASSES: dict[str, type[SmaltiOp]] = {}
 
 
+def operand(index: int) -> property:
+    """Accessor of operand `index` (smalti ops are generic ops, with no generated ones)."""
+
+    def get(self: SmaltiOp) -> ir.Value:
+        return self.operation.operands[index]
+
+    return property(get)
+
+
+def operands_from(start: int) -> property:
+    """Accessor of the operands from `start` on (e.g. the indices after the refs)."""
+
+    def get(self: SmaltiOp) -> list[ir.Value]:
+        return list(self.operation.operands)[start:]
+
+    return property(get)
+
+
 def _register(cls: type[SmaltiOp]) -> type[SmaltiOp]:
     OP_CLASSES[cls.OPERATION_NAME] = cls
     return _cext.register_operation(SmaltiDialect)(cls)
@@ -98,13 +116,8 @@ class VectorLoadOp(SmaltiOp):
 
     OPERATION_NAME = "smalti.vector_load"
 
-    @property
-    def source(self) -> ir.Value:
-        return self.operation.operands[0]
-
-    @property
-    def indices(self) -> list[ir.Value]:
-        return list(self.operation.operands)[1:]
+    source = operand(0)
+    indices = operands_from(1)
 
     def verify_op(self) -> None:
         op = self.operation
@@ -127,17 +140,9 @@ class VectorStoreOp(SmaltiOp):
 
     OPERATION_NAME = "smalti.vector_store"
 
-    @property
-    def value(self) -> ir.Value:
-        return self.operation.operands[0]
-
-    @property
-    def destination(self) -> ir.Value:
-        return self.operation.operands[1]
-
-    @property
-    def indices(self) -> list[ir.Value]:
-        return list(self.operation.operands)[2:]
+    value = operand(0)
+    destination = operand(1)
+    indices = operands_from(2)
 
     def verify_op(self) -> None:
         op = self.operation

@@ -17,7 +17,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_layouts
 from smalti.dialect.diagnostics import error_at, format_location
-from smalti.dialect.ops import SmaltiOp, _register
+from smalti.dialect.ops import SmaltiOp, _register, operand
 from smalti.tiling import WARPGROUP_SIZE, Layout, LayoutError, WGSplatLayout
 
 PLACEHOLDER = "{}"
@@ -42,9 +42,7 @@ class DebugPrintOp(SmaltiOp):
 
     OPERATION_NAME = "smalti.debug_print"
 
-    @property
-    def value(self) -> ir.Value:
-        return self.operation.operands[0]
+    value = operand(0)
 
     @property
     def format(self) -> str:

@@ -21,7 +21,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_transforms
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops import SmaltiOp, _register, constant_index
+from smalti.dialect.ops import SmaltiOp, _register, constant_index, operand, operands_from
 from smalti.tiling import LayoutError, physical_shape
 
 SMEM_ALIGNMENT = 16  # bytes every slice starts on (16-byte vector accesses, TMA, wgmma)
@@ -201,25 +201,11 @@ class AsyncLoadOp(SmaltiOp):
 
     OPERATION_NAME = "smalti.async_load"
 
-    @property
-    def source(self) -> ir.Value:
-        return self.operation.operands[0]
-
-    @property
-    def destination(self) -> ir.Value:
-        return self.operation.operands[1]
-
-    @property
-    def barriers(self) -> ir.Value:
-        return self.operation.operands[2]
-
-    @property
-    def barrier_index(self) -> ir.Value:
-        return self.operation.operands[3]
-
-    @property
-    def indices(self) -> list[ir.Value]:
-        return list(self.operation.operands)[4:]
+    source = operand(0)
+    destination = operand(1)
+    barriers = operand(2)
+    barrier_index = operand(3)
+    indices = operands_from(4)
 
     def verify_op(self) -> None:
         op = self.operation
@@ -240,17 +226,9 @@ class AsyncStoreOp(SmaltiOp):
 
     OPERATION_NAME = "smalti.async_store"
 
-    @property
-    def source(self) -> ir.Value:
-        return self.operation.operands[0]
-
-    @property
-    def destination(self) -> ir.Value:
-        return self.operation.operands[1]
-
-    @property
-    def indices(self) -> list[ir.Value]:
-        return list(self.operation.operands)[2:]
+    source = operand(0)
+    destination = operand(1)
+    indices = operands_from(2)
 
     def verify_op(self) -> None:
         op = self.operation

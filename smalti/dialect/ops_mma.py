@@ -14,7 +14,7 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops import SmaltiOp, _register
+from smalti.dialect.ops import SmaltiOp, _register, operand
 from smalti.dialect.ops_memory import check_smem_ref
 
 WGMMA_M = 64
@@ -40,17 +40,9 @@ class WgmmaOp(SmaltiOp):
 
     OPERATION_NAME = "smalti.wgmma"
 
-    @property
-    def accumulator(self) -> ir.Value:
-        return self.operation.operands[0]
-
-    @property
-    def a(self) -> ir.Value:
-        return self.operation.operands[1]
-
-    @property
-    def b(self) -> ir.Value:
-        return self.operation.operands[2]
+    accumulator = operand(0)
+    a = operand(1)
+    b = operand(2)
 
     def verify_op(self) -> None:
         op = self.operation
