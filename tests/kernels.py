@@ -17,7 +17,8 @@ def elementwise_kernel(op: str, element: str, arity: int, shape: tuple[int, int]
         f'  %v{i} = "smalti.vector_load"(%in{i}, %c0, %c0) : ({min_}, index, index) -> {vin}'
         for i in range(arity))
     operands = ", ".join(f"%v{i}" for i in range(arity))
-    if op in ("arith.extf", "arith.truncf"):
+    if op in ("arith.extf", "arith.truncf", "arith.sitofp", "arith.fptosi", "arith.uitofp",
+              "arith.fptoui"):
         compute = f"  %r = {op} {operands} : {vin} to {vout}"
     else:
         compute = f"  %r = {op} {operands} : {vout}"

@@ -88,7 +88,11 @@ def test_float_ops(op, dtype):
 
 INT_OPS = {"arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
            "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or,
-           "arith.xori": np.bitwise_xor, "arith.maxsi": np.maximum, "arith.minsi": np.minimum}
+           "arith.xori": np.bitwise_xor, "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
+           "arith.maxui": lambda a, b: np.maximum(a.view(np.uint32), b.view(np.uint32)).view(
+               np.int32),
+           "arith.minui": lambda a, b: np.minimum(a.view(np.uint32), b.view(np.uint32)).view(
+               np.int32)}
 
 
 @pytest.mark.parametrize("op", sorted(INT_OPS))
@@ -200,3 +204,69 @@ func.func @k(%a: memref<128xf32>, %out: memref<128x128xf32>)
 """
     a = np.random.default_rng(4).standard_normal(128).astype(np.float32)
     assert_same(_run(text, a), np.broadcast_to(a, (128, 128)))
+
+
+CMPF_PREDICATES = {"oeq": np.equal, "ogt": np.greater, "oge": np.greater_equal,
+                   "olt": np.less, "ole": np.less_equal,
+                   "one": lambda a, b: (a != b) & ~np.isnan(a) & ~np.isnan(b),
+                   "une": np.not_equal, "ult": lambda a, b: ~(a >= b),
+                   "uno": lambda a, b: np.isnan(a) | np.isnan(b)}
+
+
+def _select_kernel(compare: str, element: str, rows: int = 4) -> str:
+    """out = select(compare(a, b), a, b) over one tile."""
+    v = f"vector<{rows}x128x{element}>"
+    m = f"memref<{rows}x128x{element}>"
+    return f"""
+func.func @k(%a: {m}, %b: {m}, %out: {m}) attributes {{smalti.kernel, smalti.grid = array<i64: 1>}} {{
+  %c0 = arith.constant 0 : index
+  %x = "smalti.vector_load"(%a, %c0, %c0) : ({m}, index, index) -> {v}
+  %y = "smalti.vector_load"(%b, %c0, %c0) : ({m}, index, index) -> {v}
+  %p = {compare} %x, %y : {v}
+  %r = arith.select %p, %x, %y : vector<{rows}x128xi1>, {v}
+  "smalti.vector_store"(%r, %out, %c0, %c0) : ({v}, {m}, index, index) -> ()
+  return
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("predicate", sorted(CMPF_PREDICATES))
+def test_vector_cmpf_and_select(predicate, dtype):
+    element = "f32" if dtype == np.float32 else "bf16"
+    rng = np.random.default_rng(13)
+    a = rng.integers(-3, 3, (4, 128)).astype(dtype)  # small integers: many ties
+    b = rng.integers(-3, 3, (4, 128)).astype(dtype)
+    a[0, :5] = np.nan
+    got = _run(_select_kernel(f"arith.cmpf {predicate},", element), a, b)
+    with np.errstate(invalid="ignore"):
+        mask = CMPF_PREDICATES[predicate](a.astype(np.float32), b.astype(np.float32))
+    assert_same(got, np.where(mask, a, b))
+
+
+@pytest.mark.parametrize(("predicate", "reference"), [
+    ("slt", np.less), ("sge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal),
+    ("ult", lambda a, b: a.view(np.uint32) < b.view(np.uint32))])
+def test_vector_cmpi_and_select(predicate, reference):
+    rng = np.random.default_rng(17)
+    a, b = (rng.integers(-4, 4, (4, 128), dtype=np.int32) for _ in range(2))
+    got = _run(_select_kernel(f"arith.cmpi {predicate},", "i32"), a, b)
+    assert_same(got, np.where(reference(a, b), a, b))
+
+
+@pytest.mark.parametrize(("op", "source", "target"), [
+    ("arith.sitofp", "i32", "f32"), ("arith.fptosi", "f32", "i32"),
+    ("arith.sitofp", "i32", "bf16")])
+def test_vector_int_float_conversions(op, source, target):
+    dtypes = {"i32": np.int32, "f32": np.float32, "bf16": BF16}
+    rng = np.random.default_rng(19)
+    if source == "i32":
+        x = rng.integers(-100000, 100000, (4, 128), dtype=np.int32)
+        expected = x.astype(np.float32).astype(dtypes[target])  # exact to f32, one rounding
+        if target == "bf16":  # cvt.rn.bf16.s32 rounds once from the integer
+            expected = np.array([[float(v) for v in row] for row in x]).astype(BF16)
+    else:
+        x = (rng.standard_normal((4, 128)) * 1000).astype(np.float32)
+        expected = np.trunc(x).astype(np.int32)
+    got = _run(elementwise_kernel(op, source, 1, result_element=target), x)
+    assert_same(got, expected)

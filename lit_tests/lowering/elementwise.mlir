@@ -168,3 +168,30 @@ func.func @transcendental(%a: memref<4x128xf32>)
   "smalti.vector_store"(%r, %a, %c0, %c0) : (vector<4x128xf32>, memref<4x128xf32>, index, index) -> ()
   return
 }
+
+// -----
+
+// Vector comparisons land in predicates (one per element); select and int<->float
+// conversions go element by element. bf16 compares after an exact widening to f32.
+// CHECK-LABEL: .visible .entry compare_select(
+// CHECK: ld.global.v2.b32 {[[A0:%r[0-9]+]], {{.*}}}
+// CHECK: ld.global.v2.b32 {[[B0:%r[0-9]+]], {{.*}}}
+// CHECK: mov.b32 {[[AL:%rs[0-9]+]], [[AH:%rs[0-9]+]]}, [[A0]];
+// CHECK: mov.b32 {[[BL:%rs[0-9]+]], [[BH:%rs[0-9]+]]}, [[B0]];
+// CHECK: cvt.f32.bf16 [[FA:%f[0-9]+]], [[AL]];
+// CHECK: cvt.f32.bf16 [[FB:%f[0-9]+]], [[BL]];
+// CHECK: setp.gtu.f32 [[P:%p[0-9]+]], [[FA]], [[FB]];
+// CHECK: selp.b16 {{%rs[0-9]+}}, {{%rs[0-9]+}}, {{%rs[0-9]+}}, [[P]];
+// CHECK: cvt.rzi.s32.f32 {{%r[0-9]+}}, {{%f[0-9]+}};
+func.func @compare_select(%a: memref<4x128xbf16>, %b: memref<4x128xbf16>, %out: memref<4x128xi32>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %x = "smalti.vector_load"(%a, %c0, %c0) : (memref<4x128xbf16>, index, index) -> vector<4x128xbf16>
+  %y = "smalti.vector_load"(%b, %c0, %c0) : (memref<4x128xbf16>, index, index) -> vector<4x128xbf16>
+  %p = arith.cmpf ugt, %x, %y : vector<4x128xbf16>
+  %m = arith.select %p, %x, %y : vector<4x128xi1>, vector<4x128xbf16>
+  %w = arith.extf %m : vector<4x128xbf16> to vector<4x128xf32>
+  %i = arith.fptosi %w : vector<4x128xf32> to vector<4x128xi32>
+  "smalti.vector_store"(%i, %out, %c0, %c0) : (vector<4x128xi32>, memref<4x128xi32>, index, index) -> ()
+  return
+}

@@ -14,6 +14,7 @@ import math
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
+from smalti.lowering.compare import lower_vector_compare, lower_vector_select
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.scalar import constant_scalar
@@ -199,7 +200,8 @@ def _if(ctx: LoweringContext, op: ir.Operation) -> None:
 def _cmpi(ctx: LoweringContext, op: ir.Operation) -> None:
     """A uniform comparison of index or integer scalars: setp into a predicate."""
     if isinstance(op.results[0].type, ir.VectorType):
-        raise error_at(op, "has no lowering on vectors yet")
+        lower_vector_compare(ctx, op)
+        return
     a, c = (ctx.scalar(op, v) for v in op.operands)
     if a.type.bits == 1:
         raise error_at(op, "comparisons of i1 values are not supported")
@@ -224,7 +226,8 @@ def _cmpi(ctx: LoweringContext, op: ir.Operation) -> None:
 def _select(ctx: LoweringContext, op: ir.Operation) -> None:
     """A uniform choice between two scalars: selp (folded when the condition is known)."""
     if isinstance(op.results[0].type, ir.VectorType):
-        raise error_at(op, "has no lowering on vectors yet")
+        lower_vector_select(ctx, op)
+        return
     condition, a, c = (ctx.scalar(op, v) for v in op.operands)
     if condition.constant is not None:
         ctx.set(op.results[0], a if condition.constant else c)

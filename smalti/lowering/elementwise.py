@@ -76,6 +76,8 @@ INTEGER_OPS = {
     "arith.muli": "mul.lo.{s}",
     "arith.maxsi": "max.{s}",
     "arith.minsi": "min.{s}",
+    "arith.maxui": "max.{u}",
+    "arith.minui": "min.{u}",
     "arith.andi": "and.{b}",
     "arith.ori": "or.{b}",
     "arith.xori": "xor.{b}",
@@ -112,7 +114,8 @@ def lower_elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
     operands = _operands(ctx, op)
     b = ctx.builder
     if op.name in INTEGER_OPS and not element.is_float:
-        opcode = INTEGER_OPS[op.name].format(s=element.scalar, b=f"b{element.bits}")
+        opcode = INTEGER_OPS[op.name].format(s=element.scalar, b=f"b{element.bits}",
+                                             u=f"u{element.bits}")
 
         def make(v: int, k: int) -> Register:
             return b.compute(opcode, element.scalar, *(a.vectors[v][k] for a in operands))

@@ -11,6 +11,7 @@ from smalti.dialect.kernel import kernel_functions, kernel_signature
 from smalti.dialect.verifier import verify_op
 from smalti.lowering import (  # noqa: F401  (registers rules)
     barriers,
+    compare,
     control,
     debug,
     elementwise,

@@ -1,0 +1,154 @@
+"""Comparisons, selects and int <-> float conversions on vectors, one element at a time.
+
+A vector of i1 lives in predicate registers (one per element). 16-bit float operands are
+compared after an exact widening to f32, so no packed predicate forms are needed.
+"""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.diagnostics import error_at
+from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.elementwise import unpack
+from smalti.lowering.registry import lowering_rule
+from smalti.lowering.values import FragmentedArray, ScalarValue, element_type, fragment_geometry
+from smalti.ptx import Register, VectorOperand
+
+# MLIR's arith.cmpf predicates (by enum value) as PTX setp comparisons ("ordered" ones fail
+# on NaN, the "u" ones hold on NaN; PTX ISA, "setp").
+CMPF = {1: "eq", 2: "gt", 3: "ge", 4: "lt", 5: "le", 6: "ne", 7: "num", 8: "equ", 9: "gtu",
+        10: "geu", 11: "ltu", 12: "leu", 13: "neu", 14: "nan"}
+# arith.cmpi predicates: (comparison, signed).
+CMPI = {0: ("eq", True), 1: ("ne", True), 2: ("lt", True), 3: ("le", True), 4: ("gt", True),
+        5: ("ge", True), 6: ("lt", False), 7: ("le", False), 8: ("gt", False), 9: ("ge", False)}
+CONVERSIONS = {  # op -> (rounding of the cvt, signed integer side)
+    "arith.sitofp": ("rn", True), "arith.uitofp": ("rn", False),
+    "arith.fptosi": ("rzi", True), "arith.fptoui": ("rzi", False),
+}
+
+
+class _Elements:
+    """Element i of register vector v of an array, as a scalar register (unpacking pairs
+    once) — the element-wise view the ops here need."""
+
+    def __init__(self, ctx: LoweringContext, array: FragmentedArray) -> None:
+        self.ctx, self.array = ctx, array
+        self.halves: dict[tuple[int, int], list[Register]] = {}
+
+    def __call__(self, v: int, i: int) -> Register:
+        array = self.array
+        if array.pack == 1:
+            return array.vectors[v][i]
+        key = (v, i // 2)
+        if key not in self.halves:
+            self.halves[key] = unpack(self.ctx, array, array.vectors[v][i // 2])
+        return self.halves[key][i % 2]
+
+
+def _as_f32(ctx: LoweringContext, array: FragmentedArray, register: Register) -> Register:
+    if array.element.bits == 32:
+        return register
+    return ctx.builder.compute(f"cvt.f32.{array.element.scalar}", "f32", register)
+
+
+def _build(ctx: LoweringContext, op: ir.Operation, make) -> None:
+    """The op's vector result, element by element (`make(v, i)`), packed as its type is."""
+    result = op.results[0]
+    shape = tuple(ir.VectorType(result.type).shape)
+    element = element_type(ir.VectorType(result.type).element_type)
+    if element is None:
+        raise error_at(op, f"vectors of {result.type} are not supported")
+    layout = layouts_of(op, "out_layouts", 1)[0]
+    count, length = fragment_geometry(layout, shape)
+    probe = FragmentedArray(layout, shape, element, (), length)
+    vectors = []
+    for v in range(count):
+        values = [make(v, i) for i in range(length)]
+        if probe.pack == 2:
+            packed = []
+            for i in range(0, length, 2):
+                reg = ctx.builder.reg("b32")
+                ctx.builder.emit("mov.b32", reg, VectorOperand((values[i], values[i + 1])))
+                packed.append(reg)
+            values = packed
+        vectors.append(tuple(values))
+    ctx.set(result, FragmentedArray(layout, shape, element, tuple(vectors), length))
+
+
+@lowering_rule("arith.cmpf")
+def _cmpf(ctx: LoweringContext, op: ir.Operation) -> None:
+    if not isinstance(op.results[0].type, ir.VectorType):
+        raise error_at(op, "scalar float comparisons are not supported yet")
+    lower_vector_compare(ctx, op)
+
+
+def lower_vector_compare(ctx: LoweringContext, op: ir.Operation) -> None:
+    """arith.cmpf / arith.cmpi on vectors: one setp per element, into predicates."""
+    a, b = (ctx.array(op, v) for v in op.operands)
+    predicate = ir.IntegerAttr(op.attributes["predicate"]).value
+    if op.name == "arith.cmpf":
+        if predicate not in CMPF:
+            raise error_at(op, "the always-false and always-true predicates are not supported")
+        opcode = f"setp.{CMPF[predicate]}.f32"
+    else:
+        comparison, signed = CMPI[predicate]
+        opcode = f"setp.{comparison}.{'s' if signed else 'u'}{a.element.bits}"
+    elements_a, elements_b = _Elements(ctx, a), _Elements(ctx, b)
+
+    def make(v: int, i: int) -> Register:
+        x, y = elements_a(v, i), elements_b(v, i)
+        if op.name == "arith.cmpf":
+            x, y = _as_f32(ctx, a, x), _as_f32(ctx, b, y)
+        return ctx.builder.compute(opcode, "pred", x, y)
+
+    _build(ctx, op, make)
+
+
+def lower_vector_select(ctx: LoweringContext, op: ir.Operation) -> None:
+    """arith.select of vectors, by a vector of i1 (per element) or an i1 scalar (uniform)."""
+    condition = op.operands[0]
+    a, b = (ctx.array(op, v) for v in op.operands[1:])
+    bits = a.element.bits
+    opcode = f"selp.b{bits}" if a.element.scalar != "f32" else "selp.f32"
+    register_type = a.element.scalar
+    if not isinstance(condition.type, ir.VectorType):  # one uniform predicate
+        predicate = ctx.get(condition)
+        if not isinstance(predicate, ScalarValue):
+            raise error_at(op, "expects an i1 condition")
+        vectors = tuple(tuple(ctx.builder.compute(f"selp.b{32 if a.pack == 2 else bits}",
+                                                  a.register_type, x, y, predicate.operand)
+                              for x, y in zip(va, vb, strict=True))
+                        for va, vb in zip(a.vectors, b.vectors, strict=True))
+        ctx.set(op.results[0], FragmentedArray(a.layout, a.shape, a.element, vectors,
+                                               a.vector_length))
+        return
+    mask = ctx.array(op, condition)
+    elements_a, elements_b = _Elements(ctx, a), _Elements(ctx, b)
+
+    def make(v: int, i: int) -> Register:
+        return ctx.builder.compute(opcode, register_type, elements_a(v, i), elements_b(v, i),
+                                   mask.vectors[v][i])
+
+    _build(ctx, op, make)
+
+
+@lowering_rule(*CONVERSIONS)
+def _convert(ctx: LoweringContext, op: ir.Operation) -> None:
+    source = ctx.array(op, op.operands[0])
+    target = element_type(ir.VectorType(op.results[0].type).element_type)
+    if target is None:
+        raise error_at(op, f"vectors of {op.results[0].type} are not supported")
+    rounding, signed = CONVERSIONS[op.name]
+    integer = target if op.name.endswith("tosi") or op.name.endswith("toui") else source.element
+    int_type = f"{'s' if signed else 'u'}{integer.bits}"
+    to_float = op.name.endswith("tofp")
+    opcode = (f"cvt.{rounding}.{target.scalar}.{int_type}" if to_float
+              else f"cvt.{rounding}.{int_type}.{source.element.scalar}")
+    elements = _Elements(ctx, source)
+
+    def make(v: int, i: int) -> Register:
+        return ctx.builder.compute(opcode, target.scalar if to_float else int_type,
+                                   elements(v, i))
+
+    _build(ctx, op, make)
