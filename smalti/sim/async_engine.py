@@ -124,6 +124,14 @@ class AsyncEngine:
         while self.pending:
             self._complete(self.pending[0])
 
+    def unwaited_bulk_reads(self) -> list[tuple[object, AsyncOp]]:
+        """(group, op) of bulk stores whose reads of shared memory the program never waited
+        for: a CTA may not exit while TMA still reads its shared memory (PTX ISA,
+        cp.async.bulk.wait_group: `.read` waits until the source has been read)."""
+        return [(group, op) for group, state in self.groups.items() if group[0] == "bulk"
+                for op in (*state.open, *(o for g in state.committed for o in g))
+                if not op.retired]
+
     def retire(self, op: AsyncOp) -> None:
         """The program synchronised with `op`: it completes and stops owning anything."""
         self._complete(op)

@@ -106,7 +106,13 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
     machine.registers.guards = machine.async_engine.registers
     with np.errstate(all="ignore"):
         execute(program, machine)
+        unwaited = machine.async_engine.unwaited_bulk_reads()
         machine.async_engine.drain()
+    if unwaited:
+        (_, thread), op = unwaited[0]
+        raise SimError(f"the kernel exited while {op.what} still read shared memory: no "
+                       "cp.async.bulk.wait_group.read covered it before the thread exited",
+                       kernel=kernel, thread=geometry.describe(int(thread)))
     for original, copy in copies:
         if original.flags.writeable:
             original[...] = copy
