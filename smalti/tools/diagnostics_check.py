@@ -13,6 +13,7 @@ and the same with expected-warning, expected-note and expected-remark.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 from smalti.tools.reported import Reported
@@ -146,3 +147,17 @@ def check_chunk(chunk: Chunk, file: str, produced: list[Reported]) -> list[Probl
                 f'expected {e.severity} "{e.message}" was not produced')
         for e in unmatched)
     return problems
+
+
+def report_chunk(chunk: Chunk, file: str, produced: tuple[Reported, ...], *, verify: bool,
+                 failed: bool) -> bool:
+    """Print a chunk's diagnostics on stderr, or under --verify-diagnostics its mismatches
+    against the annotations; whether the chunk counts as failed (`failed` when printing)."""
+    if verify:
+        problems = check_chunk(chunk, file, list(produced))
+        for problem in problems:
+            print(problem.format(), file=sys.stderr)
+        return bool(problems)
+    for diagnostic in produced:
+        print(diagnostic.format(), file=sys.stderr)
+    return failed

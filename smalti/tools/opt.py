@@ -22,7 +22,7 @@ from smalti.tools.cli_common import (
     run_tool,
     write_output,
 )
-from smalti.tools.diagnostics_check import check_chunk
+from smalti.tools.diagnostics_check import report_chunk
 from smalti.tools.mlir_input import parse_chunk
 from smalti.tools.reported import (
     DiagnosticCollector,
@@ -156,7 +156,6 @@ def _run(argv: Sequence[str]) -> int:
     source_name = "<stdin>" if args.input == "-" else args.input
     text = read_input(args.input)
     context = make_context()
-
     pipeline = pipeline_from_args(args)
     check_pipeline(pipeline, context)
     options = PrintOptions(args.mlir_print_debuginfo, args.mlir_print_op_generic)
@@ -171,15 +170,8 @@ def _run(argv: Sequence[str]) -> int:
                                        options, args.mlir_print_ir_after_all)
             except DiagnosticError as error:  # raised outside a pass: still located input
                 result = ChunkResult(None, tuple(merge_smalti_notes([], error.diagnostics)))
-            if args.verify_diagnostics:
-                problems = check_chunk(chunk, source_name, list(result.diagnostics))
-                for problem in problems:
-                    print(problem.format(), file=sys.stderr)
-                failed |= bool(problems)
-            else:
-                for diagnostic in result.diagnostics:
-                    print(diagnostic.format(), file=sys.stderr)
-                failed |= _has_error(result)
+            failed |= report_chunk(chunk, source_name, result.diagnostics,
+                                   verify=args.verify_diagnostics, failed=_has_error(result))
             outputs.append(result.output or "")
     if failed:
         return EXIT_FAILURE

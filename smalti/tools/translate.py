@@ -22,7 +22,7 @@ from smalti.tools.cli_common import (
     run_tool,
     write_output,
 )
-from smalti.tools.diagnostics_check import check_chunk
+from smalti.tools.diagnostics_check import report_chunk
 from smalti.tools.mlir_input import parse_chunk
 from smalti.tools.reported import DiagnosticCollector, Reported, merge_smalti_notes
 from smalti.tools.split import Chunk, join_outputs, split_input
@@ -102,15 +102,8 @@ def _run(argv: Sequence[str]) -> int:
         for chunk in chunks:
             result = translate_chunk(chunk, source_name, context, collector, args.arch,
                                      args.kernel)
-            if args.verify_diagnostics:
-                problems = check_chunk(chunk, source_name, list(result.diagnostics))
-                for problem in problems:
-                    print(problem.format(), file=sys.stderr)
-                failed |= bool(problems)
-            else:
-                for diagnostic in result.diagnostics:
-                    print(diagnostic.format(), file=sys.stderr)
-                failed |= result.compiled is None
+            failed |= report_chunk(chunk, source_name, result.diagnostics,
+                                   verify=args.verify_diagnostics, failed=result.compiled is None)
             outputs.append(result.compiled)
     if failed:
         return EXIT_FAILURE

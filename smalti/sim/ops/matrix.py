@@ -72,6 +72,16 @@ def fragment_rows(lane: np.ndarray, matrix: int, trans: bool) -> list[tuple[np.n
     return [(8 * matrix + lane // 4, 4 * (lane % 4) + 2 * h) for h in (0, 1)]
 
 
+def _matrix_rows(m: Machine, lanes: Lanes, address_of, what: str
+                 ) -> tuple[WarpView, np.ndarray, np.ndarray]:
+    """The warp view of a whole-warp ld/stmatrix, each thread's row addresses, and the
+    index of each active thread in them."""
+    view = warp_view(m, lanes)
+    whole_warps(view, what)
+    rows = _row_addresses(np.broadcast_to(address_of(m, lanes), view.ids.shape), view, what)
+    return view, rows, np.arange(view.ids.size)
+
+
 @semantics("ldmatrix")
 def decode_ldmatrix(inst: Instruction, env: DecodeEnv) -> Step:
     """ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16 {r...}, [p]."""
@@ -84,11 +94,7 @@ def decode_ldmatrix(inst: Instruction, env: DecodeEnv) -> Step:
     address_of = _address(address, "shared", env)
 
     def run(m: Machine, lanes: Lanes) -> None:
-        view = warp_view(m, lanes)
-        whole_warps(view, "ldmatrix")
-        rows = _row_addresses(np.broadcast_to(address_of(m, lanes), view.ids.shape), view,
-                              "ldmatrix")
-        picks = np.arange(view.ids.size)
+        view, rows, picks = _matrix_rows(m, lanes, address_of, "ldmatrix")
         for i, write in enumerate(writes):
             halves = []
             for source, offset in fragment_rows(view.lane, i, trans):
@@ -112,11 +118,7 @@ def decode_stmatrix(inst: Instruction, env: DecodeEnv) -> Step:
     address_of = _address(address, "shared", env)
 
     def run(m: Machine, lanes: Lanes) -> None:
-        view = warp_view(m, lanes)
-        whole_warps(view, "stmatrix")
-        rows = _row_addresses(np.broadcast_to(address_of(m, lanes), view.ids.shape), view,
-                              "stmatrix")
-        picks = np.arange(view.ids.size)
+        view, rows, picks = _matrix_rows(m, lanes, address_of, "stmatrix")
         for i, read in enumerate(reads):
             value = np.broadcast_to(read(m, lanes), view.ids.shape).astype(np.uint32)
             for h, (source, offset) in enumerate(fragment_rows(view.lane, i, trans)):
