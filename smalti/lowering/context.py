@@ -22,6 +22,9 @@ class LoweringContext:
         self.values: dict[ir.Value, LoweredValue] = {}
         self._thread_index: Register | None = None
         self.cache: dict[object, object] = {}  # per-kernel memo of values rules share
+        # Memo of values that are cheaper to recompute than to keep live into nested regions
+        # (addresses from the shared-memory symbol): each region starts it afresh.
+        self.block_cache: dict[object, object] = {}
         self.kernel_state: dict[str, object] = {}  # per-kernel, kept across regions
         self._scratch_counts: dict[str, int] = {}
 
@@ -58,13 +61,16 @@ class LoweringContext:
     @contextmanager
     def region(self) -> Iterator[None]:
         """Lower a nested region: values it memoises (thread offsets, special registers) are
-        forgotten afterwards, because the region's code may not run (or run zero times)."""
+        forgotten afterwards, because the region's code may not run (or run zero times);
+        `block_cache` values are not carried in, so loops do not keep them live."""
         saved, thread_index = dict(self.cache), self._thread_index
+        saved_block, self.block_cache = self.block_cache, {}
         with self.builder.scope():
             try:
                 yield
             finally:
                 self.cache, self._thread_index = saved, thread_index
+                self.block_cache = saved_block
 
     def thread_index(self) -> Register:
         """The thread's index within its warpgroup (0..127), as .u32."""

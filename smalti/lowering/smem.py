@@ -74,19 +74,21 @@ def smem_base(ctx: LoweringContext) -> Register:
     if "smem_declared" not in ctx.kernel_state:
         ctx.builder.shared(SMEM_SYMBOL, None, align=SMEM_ALIGN)
         ctx.kernel_state["smem_declared"] = True
-    if "smem_base" not in ctx.cache:
-        ctx.cache["smem_base"] = ctx.builder.compute("mov.u32", "u32", Symbol(SMEM_SYMBOL))
-    return ctx.cache["smem_base"]
+    if "smem_base" not in ctx.block_cache:
+        ctx.block_cache["smem_base"] = ctx.builder.compute("mov.u32", "u32",
+                                                           Symbol(SMEM_SYMBOL))
+    return ctx.block_cache["smem_base"]
 
 
 def smem_address(ctx: LoweringContext, ref: SmemRef, extra: int = 0) -> Register:
-    """The .u32 shared address of byte `extra` of `ref` (memoised)."""
+    """The .u32 shared address of byte `extra` of `ref` (memoised per block: recomputing
+    it from the symbol is cheaper than keeping it live through a loop)."""
     key = ("smem_address", ref.offset + extra)
-    if key not in ctx.cache:
+    if key not in ctx.block_cache:
         base = smem_base(ctx)
-        ctx.cache[key] = (base if ref.offset + extra == 0 else
-                          ctx.builder.compute("add.u32", "u32", base, ref.offset + extra))
-    return ctx.cache[key]
+        ctx.block_cache[key] = (base if ref.offset + extra == 0 else
+                                ctx.builder.compute("add.u32", "u32", base, ref.offset + extra))
+    return ctx.block_cache[key]
 
 
 def _element(op: ir.Operation, value: ir.Value) -> ElementType:
