@@ -19,14 +19,15 @@ the other. Per K/V tile:
 The output is normalised by the row sums, rounded to bf16, written to the Q tile's shared
 memory (Q is no longer read) and stored to global memory with one TMA store.
 
-Causal: K tiles past the diagonal are skipped; only the diagonal tile is masked. Its mask
-is an additive (64, 64) f32 input (0 on and below the diagonal, -inf above) that
-`flash_attention` builds with jax.numpy: the DSL has no iota, and the lowering has neither
-vector comparisons/selects nor int-to-float conversions, so the mask cannot be computed
-from indices inside the kernel yet. The grid is (2, seq / 128, batch * heads): a Q block
-is 2 * program_id(1) + program_id(0), so the number of whole pipeline rounds before the
-diagonal is program_id(1), and the odd tile (if any) runs in a loop of 0 or 1 trips (the
-DSL's `when` cannot carry values, and stages are Python ints).
+Causal: K tiles past the diagonal are skipped; only the diagonal tile is masked, inside the
+kernel. Q blocks and K/V tiles are both 64 rows, so on the diagonal tile a key may be seen
+by a query exactly when its column is at most the query's row: two iotas (row and column
+indices) compared elementwise give that condition in the accumulator's own layout, and
+`sd.where` puts -inf in S wherever it fails, before the row max. The grid is
+(2, seq / 128, batch * heads): a Q block is 2 * program_id(1) + program_id(0), so the number
+of whole pipeline rounds before the diagonal is program_id(1), and the odd tile (if any)
+runs in a loop of 0 or 1 trips (the DSL's `when` cannot carry values, and stages are
+Python ints).
 
     python examples/flash_attention.py                 # seq 256, head_dim 64, causal and not
     python examples/flash_attention.py 512 128 2       # seq, head_dim, batch * heads
@@ -73,8 +74,8 @@ def check_shapes(q: jax.ShapeDtypeStruct, k: jax.ShapeDtypeStruct,
     return heads, seq, head_dim
 
 
-def grid(q: jax.ShapeDtypeStruct, k: jax.ShapeDtypeStruct, v: jax.ShapeDtypeStruct,
-         *mask: jax.ShapeDtypeStruct) -> tuple[int, int, int]:
+def grid(q: jax.ShapeDtypeStruct, k: jax.ShapeDtypeStruct, v: jax.ShapeDtypeStruct
+         ) -> tuple[int, int, int]:
     heads, seq, _ = check_shapes(q, k, v)
     return 2, seq // (2 * BLOCK_Q), heads
 
@@ -83,8 +84,8 @@ def out_shape(q: jax.ShapeDtypeStruct, *others: jax.ShapeDtypeStruct) -> jax.Sha
     return jax.ShapeDtypeStruct(q.shape, BF16)
 
 
-def smem(q: jax.ShapeDtypeStruct, k: jax.ShapeDtypeStruct, v: jax.ShapeDtypeStruct,
-         *mask: jax.ShapeDtypeStruct) -> list[object]:
+def smem(q: jax.ShapeDtypeStruct, k: jax.ShapeDtypeStruct, v: jax.ShapeDtypeStruct
+         ) -> list[object]:
     """Barriers; the Q tile (reused for O); K stages as (64, d) and as (d, 64); V stages."""
     _, _, head_dim = check_shapes(q, k, v)
     return [
@@ -104,10 +105,10 @@ def with_transforms(ref: sd.Ref, transforms: Sequence[Transform]) -> sd.Ref:
     return sd.Ref(value, ref.name)
 
 
-def attend(q_ref: sd.Ref, k_ref: sd.Ref, v_ref: sd.Ref, mask_ref: sd.Ref | None,
-           o_ref: sd.Ref, bars: sd.BarrierArray, q_smem: sd.Ref, k_smem: sd.StagedRef,
-           kt_smem: sd.StagedRef, v_smem: sd.StagedRef) -> None:
-    """The body of both kernels; causal when `mask_ref` (the diagonal tile's mask) is given."""
+def attend(q_ref: sd.Ref, k_ref: sd.Ref, v_ref: sd.Ref, o_ref: sd.Ref, bars: sd.BarrierArray,
+           q_smem: sd.Ref, k_smem: sd.StagedRef, kt_smem: sd.StagedRef, v_smem: sd.StagedRef,
+           causal: bool) -> None:
+    """The body of both kernels."""
     _, seq, head_dim = q_ref.shape
     half, pair, head = sd.program_id(0), sd.program_id(1), sd.program_id(2)
     rows = (pair * 2 + half) * BLOCK_Q
@@ -128,8 +129,10 @@ def attend(q_ref: sd.Ref, k_ref: sd.Ref, v_ref: sd.Ref, mask_ref: sd.Ref | None,
         o, row_max, row_sum = state
         bars[stage].wait(phase)
         s = sd.wgmma(sd.zeros((BLOCK_Q, BLOCK_KV)), q_smem, keys_t[stage])
-        if masked:
-            s = s + mask_ref[...]
+        if masked:  # the diagonal tile: key (column) <= query (row)
+            query = sd.iota((BLOCK_Q, BLOCK_KV), dimension=0)
+            key = sd.iota((BLOCK_Q, BLOCK_KV), dimension=1)
+            s = sd.where(key <= query, s, -math.inf)
         new_max = sd.maximum(row_max, s.max(axis=1))
         rescale = sd.exp2((row_max - new_max) * scale)
         p = sd.exp2((s - new_max[:, None]) * scale)
@@ -141,7 +144,6 @@ def attend(q_ref: sd.Ref, k_ref: sd.Ref, v_ref: sd.Ref, mask_ref: sd.Ref | None,
     sd.async_copy(q_ref.at[head, rows:rows + BLOCK_Q, :], q_smem, bars[Q_BARRIER])
     fetch(0, 0)
     bars[Q_BARRIER].wait(0)
-    causal = mask_ref is not None
     blocks = seq // BLOCK_KV
 
     def two_blocks(it: sd.Index, state: tuple[sd.Array, ...]) -> tuple[sd.Array, ...]:
@@ -180,29 +182,19 @@ def attend(q_ref: sd.Ref, k_ref: sd.Ref, v_ref: sd.Ref, mask_ref: sd.Ref | None,
 @sd.kernel(grid=grid, out_shape=out_shape, smem=smem)
 def attention(q_ref, k_ref, v_ref, o_ref, bars, q_smem, k_smem, kt_smem, v_smem):
     """Non-causal flash attention: every K/V tile, two per pipeline round."""
-    attend(q_ref, k_ref, v_ref, None, o_ref, bars, q_smem, k_smem, kt_smem, v_smem)
+    attend(q_ref, k_ref, v_ref, o_ref, bars, q_smem, k_smem, kt_smem, v_smem, causal=False)
 
 
 @sd.kernel(grid=grid, out_shape=out_shape, smem=smem)
-def causal_attention(q_ref, k_ref, v_ref, mask_ref, o_ref, bars, q_smem, k_smem, kt_smem,
-                     v_smem):
+def causal_attention(q_ref, k_ref, v_ref, o_ref, bars, q_smem, k_smem, kt_smem, v_smem):
     """Causal flash attention: K/V tiles up to the diagonal; the diagonal tile is masked."""
-    attend(q_ref, k_ref, v_ref, mask_ref, o_ref, bars, q_smem, k_smem, kt_smem, v_smem)
-
-
-def diagonal_mask() -> jax.Array:
-    """The additive mask of a diagonal tile: 0 where key <= query, -inf above the diagonal."""
-    rows = jnp.arange(BLOCK_Q)[:, None]
-    cols = jnp.arange(BLOCK_KV)[None, :]
-    return jnp.where(cols <= rows, 0.0, -jnp.inf).astype(F32)
+    attend(q_ref, k_ref, v_ref, o_ref, bars, q_smem, k_smem, kt_smem, v_smem, causal=True)
 
 
 def flash_attention(q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False
                     ) -> jax.Array:
     """softmax(q k^T / sqrt(d)) v per leading index; q, k, v bf16 (batch * heads, seq, d)."""
-    if causal:
-        return causal_attention(q, k, v, diagonal_mask())
-    return attention(q, k, v)
+    return (causal_attention if causal else attention)(q, k, v)
 
 
 def reference(q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False) -> jax.Array:

@@ -147,6 +147,29 @@ def test_casts_math_and_layout_cast():
           r"arith.truncf %\w+ : vector<128x128xf32> to vector<128x128xbf16>")
 
 
+def test_iota_comparisons_and_where_trace_to_iota_cmp_and_select():
+    @sd.kernel(out_shape=(M128, jax.ShapeDtypeStruct((128, 128), jnp.int32)))
+    def masks(x_ref, out_ref, count_ref):
+        x = x_ref[...]
+        rows, cols = sd.iota((128, 128), dimension=0), sd.iota((128, 128), F32, dimension=-1)
+        out_ref[...] = sd.where(cols <= x, x, -np.inf) + sd.where(rows > 3, 1.0, 0.0)
+        count_ref[...] = (x != 0.5).astype(jnp.int32) + (rows <= 2).astype(jnp.int32)
+
+    text = str(masks.trace(M128).module)
+    check(text, r'"smalti.iota"\(\) <?\{dimension = 0 : i64\}>? : \(\) -> vector<128x128xi32>',
+          r'"smalti.iota"\(\) <?\{dimension = 1 : i64\}>? : \(\) -> vector<128x128xi32>',
+          r"arith.sitofp %\w+ : vector<128x128xi32> to vector<128x128xf32>",
+          r"arith.cmpf ole, %\w+, %\w+ : vector<128x128xf32>",
+          r"arith.constant dense<0xFF800000> : vector<128x128xf32>",
+          r"arith.select %\w+, %\w+, %\w+ : vector<128x128xi1>, vector<128x128xf32>",
+          r"arith.constant dense<3> : vector<128x128xi32>", r"arith.cmpi sgt",
+          r"arith.select", r"arith.addf",
+          # != is unordered (true on NaN), as numpy's; bool -> int selects 1 or 0.
+          r"arith.cmpf une", r"arith.constant dense<1> : vector<128x128xi32>",
+          r"arith.constant dense<0> : vector<128x128xi32>", r"arith.select",
+          r"arith.cmpi sle, %\w+, %\w+ : vector<128x128xi32>", r"arith.select", r"arith.addi")
+
+
 def test_integer_index_drops_a_dim_and_array_slices_are_static():
     @sd.kernel(out_shape=jax.ShapeDtypeStruct((64,), F32))
     def pick(x_ref, out_ref):
@@ -243,6 +266,61 @@ def test_layout_conflict_reported_by_inference_names_the_users_lines():
     message = str(info.value)
     assert message.startswith(f"{THIS_FILE}:{line_of('strided cast', conflict.fn)}:")
     assert f"{THIS_FILE}:{line_of('the add', conflict.fn)}:" in message
+
+
+def test_comparison_where_and_iota_misuse_names_the_users_line():
+    i32 = jax.ShapeDtypeStruct((128, 128), jnp.int32)
+
+    @sd.kernel(out_shape=M128)
+    def mixed(a_ref, b_ref, out_ref):
+        out_ref[...] = sd.where(a_ref[...] < b_ref[...], a_ref[...], 0.0)  # the bad line
+
+    _raises_at(TypeError, mixed, "the bad line", M128, i32, match="different dtypes")
+
+    @sd.kernel(out_shape=M128)
+    def not_bool(a_ref, out_ref):
+        out_ref[...] = sd.where(a_ref[...], a_ref[...], 0.0)  # the bad line
+
+    _raises_at(TypeError, not_bool, "the bad line", M128, match="condition must be a bool")
+
+    @sd.kernel(out_shape=M128)
+    def branches(a_ref, b_ref, out_ref):
+        out_ref[...] = sd.where(a_ref[...] > 0.0, a_ref[...], b_ref[...])  # the bad line
+
+    _raises_at(TypeError, branches, "the bad line", M128, i32,
+               match="x and y have different dtypes float32 and int32")
+
+    @sd.kernel(out_shape=M128)
+    def shapes(a_ref, out_ref):
+        out_ref[...] = sd.where(a_ref[:, 0:64] > 0.0, a_ref[...], 0.0)  # the bad line
+
+    _raises_at(ValueError, shapes, "the bad line", M128, match="do not broadcast")
+
+    @sd.kernel(out_shape=M128)
+    def bools(a_ref, out_ref):
+        positive = a_ref[...] > 0.0
+        out_ref[...] = sd.where(positive == positive, a_ref[...], 0.0)  # the bad line
+
+    _raises_at(TypeError, bools, "the bad line", M128, match="does not compare bool arrays")
+
+    @sd.kernel(out_shape=M128)
+    def no_dimension(a_ref, out_ref):
+        out_ref[...] = a_ref[...] + sd.iota((128, 128), F32)  # the bad line
+
+    _raises_at(ValueError, no_dimension, "the bad line", M128, match="needs `dimension`")
+
+    @sd.kernel(out_shape=M128)
+    def bad_dimension(a_ref, out_ref):
+        out_ref[...] = a_ref[...] + sd.iota((128, 128), F32, 2)  # the bad line
+
+    _raises_at(ValueError, bad_dimension, "the bad line", M128, match="not an axis")
+
+    @sd.kernel(out_shape=M128)
+    def float_bound(a_ref, out_ref):
+        out_ref[...] = sd.where(sd.iota((128, 128), dimension=0) < 0.5,  # the bad line
+                                a_ref[...], 0.0)
+
+    _raises_at(TypeError, float_bound, "the bad line", M128, match="the float 0.5")
 
 
 def test_dsl_ops_outside_a_kernel_body_raise():

@@ -1,7 +1,8 @@
 """The flash attention example (examples/flash_attention.py): numbers under jax.jit through
 the simulator against jax.nn.dot_product_attention, causal tiles past the diagonal never
-read, no hazards when async work completes late, P fed to wgmma from registers, and ptxas
-(no spills; HGMMA and TMA in the SASS)."""
+read, the causal mask computed in the kernel without moving data, no hazards when async
+work completes late, P fed to wgmma from registers, and ptxas (no spills; HGMMA and TMA in
+the SASS)."""
 
 from __future__ import annotations
 
@@ -47,12 +48,8 @@ def expected(q: jax.Array, k: jax.Array, v: jax.Array, causal: bool) -> np.ndarr
 @cache
 def compiled(head_dim: int, causal: bool, seq: int = 256, heads: int = 2) -> CompiledModule:
     spec = jax.ShapeDtypeStruct((heads, seq, head_dim), BF16)
-    if causal:
-        traced = example().causal_attention.trace(
-            spec, spec, spec, jax.ShapeDtypeStruct((64, 64), F32))
-    else:
-        traced = example().attention.trace(spec, spec, spec)
-    return compile_module(traced.module)
+    kernel = example().causal_attention if causal else example().attention
+    return compile_module(kernel.trace(spec, spec, spec).module)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -89,9 +86,8 @@ def test_no_hazards_when_async_work_completes_late(policy, causal):
     TMA copy and wgmma as late as allowed. Grid (2, 2, 2) covers every pipeline path."""
     rng = np.random.default_rng(7)
     q, k, v = (rng.standard_normal((2, 256, 64)).astype(ml_dtypes.bfloat16) for _ in range(3))
-    mask = (np.asarray(example().diagonal_mask()),) if causal else ()
     out = np.zeros_like(q)
-    result = run_simulated(compiled(64, causal), q, k, v, *mask, out,
+    result = run_simulated(compiled(64, causal), q, k, v, out,
                            async_completion=policy, seed=5)[-1]
     want = expected(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v), causal)
     np.testing.assert_allclose(result.astype(np.float32), want, atol=ATOL, rtol=0)
@@ -108,6 +104,24 @@ def test_p_is_fed_to_wgmma_from_registers(causal):
     assert all(len(a.split(",")) == 4 for a in from_registers)
 
 
+def test_causal_mask_is_computed_in_the_accumulators_layout():
+    """The causal kernel takes Q, K and V only. Each thread compares and selects its 32
+    elements of the 64x64 diagonal tile (two diagonal steps are traced: 64 of each), and the
+    iotas are made in the WGMMA layout itself: no data moves between threads for the mask
+    (shuffles per traced step and shared-memory stores match the non-causal kernel's)."""
+    spec = jax.ShapeDtypeStruct((2, 256, 64), BF16)
+    text = str(example().causal_attention.trace(spec, spec, spec).module)
+    arguments = re.search(r"func\.func @causal_attention\(([^)]*)\)", text).group(1)
+    assert arguments.count("%arg") == 4 and '"smalti.iota"' in text  # Q, K, V, O
+    causal, full = compiled(64, True).ptx, compiled(64, False).ptx
+    compares, selects = (len(re.findall(p, causal)) for p in (r"setp\.le\.s32", r"selp\.f32"))
+    assert compares == selects == 64
+    assert "selp" not in full
+    # step() is traced 5 times causal (2 in the loop, 2 + 1 for the diagonal), twice not.
+    assert 2 * causal.count("shfl.sync") == 5 * full.count("shfl.sync") > 0
+    assert causal.count("st.shared") == full.count("st.shared")
+
+
 @needs_ptxas
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("head_dim", [64, 128])
@@ -121,7 +135,8 @@ def test_flash_attention_compiles_without_spills(head_dim, causal):
 
 @needs_ptxas
 def test_export_for_cuda_carries_the_causal_kernels_cubin():
-    """On this CPU-only machine: the custom call with the cubin, the mask built in jnp."""
+    """On this CPU-only machine: the custom call carries the cubin, and the kernel takes Q, K
+    and V only (the causal mask is computed inside it)."""
     name = launcher.TARGET_NAME
     q = jax.ShapeDtypeStruct((2, 256, 64), BF16)
     causal = jax.jit(lambda q, k, v: example().flash_attention(q, k, v, causal=True))
@@ -130,8 +145,7 @@ def test_export_for_cuda_carries_the_causal_kernels_cubin():
         q, q, q)
     call = next(line for line in exported.mlir_module().splitlines()
                 if f"custom_call @{name}" in line)
-    _, kernel = example().causal_attention.compile(q, q, q,
-                                                   jax.ShapeDtypeStruct((64, 64), F32))
+    _, kernel = example().causal_attention.compile(q, q, q)
     assert kernel.cubin is not None and kernel.cubin.hex().upper() in call
     assert 'kernel = "causal_attention"' in call
     assert exported.out_avals[0].shape == (2, 256, 64)

@@ -115,3 +115,89 @@ def test_16_bit_elementwise(dtype):
     out = jax.jit(combine)(a, b)
     np.testing.assert_array_equal(np.asarray(out, np.float32),
                                   np.asarray(jnp.maximum(a * b, -a) - b, np.float32))
+
+
+@pytest.mark.parametrize("layout", [None, WGMMA_LAYOUT], ids=["inferred", "wgmma"])
+def test_causal_mask_from_iotas_matches_jnp_where(layout):
+    """Key (column) <= query (row) from two iotas, -inf elsewhere, then a masked row max."""
+    @sd.kernel(out_shape=(jax.ShapeDtypeStruct((64, 128), F32),
+                          jax.ShapeDtypeStruct((64,), F32)))
+    def causal(x_ref, out_ref, max_ref):
+        x = x_ref[...] if layout is None else sd.layout_cast(x_ref[...], layout)
+        rows, cols = sd.iota(x.shape, dimension=0), sd.iota(x.shape, dimension=1)
+        masked = sd.where(cols <= rows + 64, x, -np.inf)
+        out_ref[...] = masked
+        max_ref[...] = masked.max(axis=1)
+
+    x = normal(11, (64, 128))
+    out, row_max = jax.jit(causal)(x)
+    rows, cols = jnp.arange(64)[:, None], jnp.arange(128)[None, :]
+    want = jnp.where(cols <= rows + 64, x, -jnp.inf)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(row_max), np.asarray(want.max(axis=1)))
+
+
+@pytest.mark.parametrize("dtype", [F32, jnp.bfloat16, jnp.int32])
+def test_comparisons_match_jax_numpy_nan_included(dtype):
+    """All six comparisons, one bit each of an int32 code; floats carry NaNs (only != holds
+    for them) and both operands share values so that == and the <= / >= edges occur."""
+    @sd.kernel(out_shape=jax.ShapeDtypeStruct((128, 128), jnp.int32))
+    def codes(a_ref, b_ref, out_ref):
+        a, b = a_ref[...], b_ref[...]
+        bits = [a < b, a <= b, a > b, a >= b, a == b, a != b, a < 0]
+        out_ref[...] = sum(c.astype(jnp.int32) * 2 ** k for k, c in enumerate(bits))
+
+    rng = np.random.default_rng(12)
+    values = rng.integers(-3, 4, size=(2, 128, 128)).astype(np.float32)
+    if dtype != jnp.int32:
+        values[rng.random(values.shape) < 0.1] = np.nan
+    a, b = (jnp.asarray(v).astype(dtype) for v in values)
+    got = np.asarray(jax.jit(codes)(a, b))
+    bits = [a < b, a <= b, a > b, a >= b, a == b, a != b, a < 0]
+    want = sum(np.asarray(c, np.int32) * 2 ** k for k, c in enumerate(bits))
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) >= 4
+
+
+def test_int_float_bool_conversions_match_jax_numpy():
+    """fptosi truncates toward zero; sitofp rounds to nearest (bf16 keeps 8 bits); to bool
+    is != 0 (NaN included) and from bool is 1 or 0."""
+    shape = (128, 128)
+
+    @sd.kernel(out_shape=(jax.ShapeDtypeStruct(shape, jnp.int32), jax.ShapeDtypeStruct(shape, F32),
+                          jax.ShapeDtypeStruct(shape, jnp.bfloat16),
+                          jax.ShapeDtypeStruct(shape, F32)))
+    def convert(x_ref, n_ref, to_int, to_f32, to_bf16, truth):
+        x, n = x_ref[...], n_ref[...]
+        to_int[...] = x.astype(jnp.int32)
+        to_f32[...] = n.astype(F32)
+        to_bf16[...] = n.astype(jnp.bfloat16)
+        truth[...] = x.astype(bool).astype(F32) + (n.astype(bool)).astype(F32) * 2.0
+
+    x = normal(13, shape) * 100.0
+    x = x.at[0, :8].set(jnp.array([0.0, -0.0, 0.5, -0.5, 1.5, -1.5, jnp.nan, -99.99]))
+    n = jax.random.randint(jax.random.key(14), shape, -5000, 5000, jnp.int32).at[1, :4].set(0)
+    got = jax.jit(convert)(x, n)
+    finite = jnp.nan_to_num(x)  # NaN -> int is 0 in PTX's cvt; XLA leaves it undefined
+    want = (finite.astype(jnp.int32), n.astype(F32), n.astype(jnp.bfloat16),
+            x.astype(bool).astype(F32) + n.astype(bool).astype(F32) * 2.0)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [jnp.int32, F32, jnp.bfloat16])
+def test_iota_matches_broadcasted_iota(dtype):
+    @sd.kernel(out_shape=(jax.ShapeDtypeStruct((64, 256), dtype),
+                          jax.ShapeDtypeStruct((64, 256), dtype),
+                          jax.ShapeDtypeStruct((128,), dtype)))
+    def iotas(rows_ref, cols_ref, flat_ref):
+        rows_ref[...] = sd.iota((64, 256), dtype, dimension=0)
+        cols_ref[...] = sd.iota((64, 256), dtype, dimension=1)
+        flat_ref[...] = sd.iota(128, dtype)
+
+    rows, cols, flat = jax.jit(iotas)()
+    for got, want in ((rows, jax.lax.broadcasted_iota(dtype, (64, 256), 0)),
+                      (cols, jax.lax.broadcasted_iota(dtype, (64, 256), 1)),
+                      (flat, jnp.arange(128, dtype=dtype))):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))

@@ -18,6 +18,7 @@ from smalti.dsl.ops import (
     exp,
     exp2,
     full,
+    iota,
     layout_cast,
     log,
     maximum,
@@ -27,9 +28,11 @@ from smalti.dsl.ops import (
     rsqrt,
     sqrt,
     tanh,
+    where,
     zeros,
 )
 from smalti.dsl.refs import Ref, RefView
+from smalti.dsl.regions import warpgroup_region
 from smalti.dsl.smem import SMEM, Barriers, Union
 from smalti.dsl.smem_refs import Barrier, BarrierArray, StagedRef
 from smalti.dsl.specs import ArraySpec
@@ -39,6 +42,6 @@ __all__ = [
     "SMEM", "Array", "ArraySpec", "Barrier", "BarrierArray", "Barriers", "Index", "Kernel",
     "Predicate", "Ref", "RefView", "StagedRef", "Traced", "Union", "abs", "astype",
     "async_copy", "async_store", "async_store_wait", "broadcast_to", "exp", "exp2", "fori",
-    "full", "kernel", "layout_cast", "log", "maximum", "minimum", "num_programs",
-    "program_id", "rsqrt", "sqrt", "tanh", "wgmma", "when", "zeros",
+    "full", "iota", "kernel", "layout_cast", "log", "maximum", "minimum", "num_programs",
+    "program_id", "rsqrt", "sqrt", "tanh", "warpgroup_region", "wgmma", "when", "where", "zeros",
 ]

@@ -1,5 +1,5 @@
-"""Traced arrays: a warpgroup-owned vector value with numpy-like arithmetic, broadcasting,
-reductions and casts, each op located at the user's line."""
+"""Traced arrays: a warpgroup-owned vector value with numpy-like arithmetic, comparisons,
+broadcasting, reductions and casts, each op located at the user's line."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ FLOAT_BINARY = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf",
                 "div": "arith.divf", "max": "arith.maximumf", "min": "arith.minimumf"}
 INT_BINARY = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
               "max": "arith.maxsi", "min": "arith.minsi"}
+# arith.cmpf predicates: ordered comparisons (false on NaN), except "!=", which is unordered
+# (true on NaN), as in numpy. arith.cmpi predicates: signed.
+FLOAT_PREDICATES = {"==": 1, ">": 2, ">=": 3, "<": 4, "<=": 5, "!=": 13}
+INT_PREDICATES = {"==": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 FLOAT_KINDS = {"sum": "add", "max": "maximumf", "min": "minimumf"}
 INT_KINDS = {"sum": "add", "max": "maxsi", "min": "minsi"}
 
@@ -159,7 +163,9 @@ class Array:
                                 {"permutation": _i64_array([1, 0])}))
 
     # Arithmetic -----------------------------------------------------------------------
-    def _binary(self, other: object, operation: str, reverse: bool = False) -> Array:
+    def _pair(self, other: object, operation: str, reverse: bool = False
+              ) -> tuple[Array, Array]:
+        """The operands of a binary op: one dtype, broadcast to one shape."""
         a, b = (coerce(other, self), self) if reverse else (self, coerce(other, self))
         if a.dtype != b.dtype:
             raise user_error(TypeError, f"operands of '{operation}' have different dtypes "
@@ -170,11 +176,51 @@ class Array:
         except ValueError:
             raise user_error(ValueError, f"operands of '{operation}' have shapes {a.shape} and "
                                          f"{b.shape}, which do not broadcast") from None
-        table = FLOAT_BINARY if is_float(a.dtype) else INT_BINARY
+        return a.broadcast_to(shape), b.broadcast_to(shape)
+
+    def _binary(self, other: object, operation: str, reverse: bool = False) -> Array:
+        table = {} if self.dtype == np.bool_ else FLOAT_BINARY if is_float(self.dtype) \
+            else INT_BINARY
         if operation not in table:
-            raise user_error(TypeError, f"'{operation}' is not supported for {a.dtype.name}")
-        a, b = a.broadcast_to(shape), b.broadcast_to(shape)
+            raise user_error(TypeError, f"'{operation}' is not supported for {self.dtype.name}")
+        a, b = self._pair(other, operation, reverse)
         return Array(emit_value(table[operation], [a.value, b.value], a.value.type))
+
+    # Comparisons: bool arrays (vectors of i1), e.g. the condition of smalti.dsl.where -----
+    def _compare(self, other: object, operation: str) -> Array:
+        if self.dtype == np.bool_:
+            raise user_error(TypeError, f"'{operation}' does not compare bool arrays; compare "
+                                        "the values they were computed from")
+        a, b = self._pair(other, operation)
+        name, table = (("arith.cmpf", FLOAT_PREDICATES) if is_float(a.dtype)
+                       else ("arith.cmpi", INT_PREDICATES))
+        predicate = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), table[operation])
+        return Array(emit_value(name, [a.value, b.value], vector_type(a.shape, np.dtype(bool)),
+                                {"predicate": predicate}))
+
+    def __lt__(self, other: object) -> Array:
+        return self._compare(other, "<")
+
+    def __le__(self, other: object) -> Array:
+        return self._compare(other, "<=")
+
+    def __gt__(self, other: object) -> Array:
+        return self._compare(other, ">")
+
+    def __ge__(self, other: object) -> Array:
+        return self._compare(other, ">=")
+
+    def __eq__(self, other: object) -> Array:  # type: ignore[override]
+        if not _comparable(other):
+            return NotImplemented
+        return self._compare(other, "==")
+
+    def __ne__(self, other: object) -> Array:  # type: ignore[override]
+        if not _comparable(other):
+            return NotImplemented
+        return self._compare(other, "!=")
+
+    __hash__ = object.__hash__  # identity, as before == became elementwise
 
     def __add__(self, other: object) -> Array:
         return self._binary(other, "add")
@@ -222,10 +268,17 @@ class Array:
         return self._unary(name)
 
     def astype(self, dtype: object) -> Array:
-        """Convert elements: extf/truncf between floats, sitofp/fptosi/extsi/trunci otherwise."""
+        """Convert elements: extf/truncf between floats, sitofp/fptosi/extsi/trunci otherwise;
+        to bool is `!= 0` and from bool selects 1 or 0, as in numpy."""
         target = as_dtype(dtype)
         if target == self.dtype:
             return self
+        if target == np.bool_:
+            return self != 0
+        if self.dtype == np.bool_:
+            one, zero = splat(1, self.shape, target), splat(0, self.shape, target)
+            return Array(emit_value("arith.select", [self.value, one.value, zero.value],
+                                    one.value.type))
         source_float, target_float = is_float(self.dtype), is_float(target)
         source_bits, target_bits = bit_width(self.dtype), bit_width(target)
         match source_float, target_float:
@@ -269,6 +322,11 @@ class Array:
 
     def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
         return self._reduce("min", axis, keepdims)
+
+
+def _comparable(other: object) -> bool:
+    """Whether `==` / `!=` compare elementwise (else Python's identity comparison applies)."""
+    return isinstance(other, Array | int | float | np.number) and not isinstance(other, bool)
 
 
 def _normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:

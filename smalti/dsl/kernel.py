@@ -168,7 +168,9 @@ def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
     be callables of the inputs' specs (objects with .shape and .dtype). `in_specs`, when
     given, declares each input's shape and dtype (checked at the call). `smem` lists the
     kernel's shared memory (sd.SMEM, sd.Barriers, sd.Union; or a callable of the inputs'
-    specs giving that list): one more body parameter per array or barrier array."""
+    specs giving that list): one more body parameter per array or barrier array.
+    `warpgroups` is the number of 128-thread warpgroups per block; with more than one,
+    `sd.warpgroup_region` gives some of them code (and register budgets) of their own."""
     if not isinstance(warpgroups, int) or warpgroups < 1:
         raise ValueError(f"warpgroups must be a positive int, got {warpgroups!r}")
     cluster_dims = (*tuple(cluster), 1, 1)[:3]

@@ -1,4 +1,5 @@
-"""Functions of the kernel body: program ids, math on arrays, constants, layout hints."""
+"""Functions of the kernel body: program ids, math on arrays, constants, iotas, selects and
+layout hints."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from smalti.dialect.attributes import (
     layout_to_text,
     text_to_layout,
 )
-from smalti.dsl.array import Array, Shape, as_dtype, coerce, splat
+from smalti.dsl.array import Array, Shape, as_dtype, coerce, scalar_array, splat, vector_type
 from smalti.dsl.index import Index
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import active, emit_value
@@ -89,6 +90,58 @@ def _binary(x: object, y: object, operation: str, what: str) -> Array:
     raise user_error(TypeError, f"{what} needs at least one traced Array")
 
 
+def iota(shape: Shape | int, dtype: object = np.int32, dimension: int | None = None) -> Array:
+    """An array of `shape` whose elements hold their index along `dimension` (smalti.iota,
+    converted to `dtype`); `dimension` may be left out for a 1-D shape."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if not shape or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                            for n in shape):
+        raise user_error(ValueError, f"iota needs a shape of positive Python ints, got {shape!r}")
+    if dimension is None:
+        if len(shape) != 1:
+            raise user_error(ValueError, f"iota of a rank-{len(shape)} shape needs `dimension` "
+                                         "(the axis whose index each element holds)")
+        dimension = 0
+    if (not isinstance(dimension, int) or isinstance(dimension, bool)
+            or not -len(shape) <= dimension < len(shape)):
+        raise user_error(ValueError, f"iota's dimension {dimension!r} is not an axis of shape "
+                                     f"{shape}")
+    target = as_dtype(dtype)
+    if target == np.bool_:
+        raise user_error(TypeError, "iota needs a numeric dtype, not bool")
+    attributes = {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                  dimension % len(shape))}
+    indices = Array(emit_value("smalti.iota", [], vector_type(shape, np.dtype(np.int32)),
+                               attributes))
+    return indices.astype(target)
+
+
+def where(condition: Array, x: Array | float, y: Array | float) -> Array:
+    """Elementwise `x` where `condition` holds, else `y` (arith.select), with broadcasting;
+    `condition` is a bool array (a comparison) and Python numbers take the other's dtype."""
+    if not isinstance(condition, Array) or condition.dtype != np.bool_:
+        got = (condition.dtype.name if isinstance(condition, Array)
+               else type(condition).__name__)
+        raise user_error(TypeError, f"where's condition must be a bool Array (a comparison such "
+                                    f"as `a < b`), got {got}")
+    arrays = [v for v in (x, y) if isinstance(v, Array)]
+    dtype = arrays[0].dtype if arrays else np.dtype(
+        np.float32 if any(isinstance(v, float | np.floating) for v in (x, y)) else np.int32)
+    if any(a.dtype != dtype for a in arrays):
+        raise user_error(TypeError, f"where's x and y have different dtypes "
+                                    f"{arrays[0].dtype.name} and {arrays[1].dtype.name}; cast "
+                                    "one with .astype")
+    try:
+        shape = tuple(np.broadcast_shapes(condition.shape, *(a.shape for a in arrays)))
+    except ValueError:
+        shapes = ", ".join(str(v.shape) for v in (condition, *arrays))
+        raise user_error(ValueError, f"where's operands have shapes {shapes}, which do not "
+                                     "broadcast") from None
+    chosen = [v.broadcast_to(shape) if isinstance(v, Array) else scalar_array(v, shape, dtype)
+              for v in (condition, x, y)]
+    return Array(emit_value("arith.select", [v.value for v in chosen], chosen[1].value.type))
+
+
 def full(shape: Shape, value: float | int, dtype: object = np.float32) -> Array:
     """An array of `shape` filled with `value`."""
     return splat(value, tuple(shape), dtype)
@@ -128,6 +181,6 @@ def layout_cast(x: Array, layout: Layout | str) -> Array:
                             {"new_layout": layout_to_attr(layout)}))
 
 
-__all__ = ["abs", "astype", "broadcast_to", "coerce", "exp", "exp2", "full", "layout_cast",
-           "log", "maximum", "minimum", "num_programs", "program_id", "rsqrt", "sqrt", "tanh",
-           "zeros"]
+__all__ = ["abs", "astype", "broadcast_to", "coerce", "exp", "exp2", "full", "iota",
+           "layout_cast", "log", "maximum", "minimum", "num_programs", "program_id", "rsqrt",
+           "sqrt", "tanh", "where", "zeros"]
