@@ -201,3 +201,44 @@ def test_iota_matches_broadcasted_iota(dtype):
                       (flat, jnp.arange(128, dtype=dtype))):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+
+
+def test_logical_and_bitwise_ops_match_jax_numpy():
+    """&, |, ^, ~ on bool masks (predicates) and on int32 values."""
+    shape = (128, 128)
+
+    @sd.kernel(out_shape=(jax.ShapeDtypeStruct(shape, F32), jax.ShapeDtypeStruct(shape, jnp.int32)))
+    def logic(x_ref, n_ref, masked, bits):
+        x, n = x_ref[...], n_ref[...]
+        inside = (x > -1.0) & (x < 1.0)
+        outside = ~inside
+        either = (x > 2.0) | (n < 0)
+        masked[...] = sd.where(outside ^ either, x, 0.0)
+        bits[...] = ((n & 0xFF) | (n ^ 0x0F0F)) ^ ~n
+
+    x, n = normal(21, shape) * 2.0, jax.random.randint(jax.random.key(22), shape, -9999, 9999)
+    got_masked, got_bits = jax.jit(logic)(x, n)
+    inside = (x > -1.0) & (x < 1.0)
+    want_masked = jnp.where(~inside ^ ((x > 2.0) | (n < 0)), x, 0.0)
+    np.testing.assert_array_equal(np.asarray(got_masked), np.asarray(want_masked))
+    np.testing.assert_array_equal(np.asarray(got_bits),
+                                  np.asarray(((n & 0xFF) | (n ^ 0x0F0F)) ^ ~n))
+
+
+def test_integer_widths_convert_like_numpy():
+    """int32 -> int16 keeps the low 16 bits; int16 -> int32 sign-extends; bool -> int16."""
+    shape = (128, 128)
+
+    @sd.kernel(out_shape=(jax.ShapeDtypeStruct(shape, jnp.int32),
+                          jax.ShapeDtypeStruct(shape, jnp.int16)))
+    def widths(n_ref, wrapped, flags):
+        n = n_ref[...]
+        wrapped[...] = n.astype(jnp.int16).astype(jnp.int32)
+        flags[...] = (n > 0).astype(jnp.int16) - (n < -70000).astype(jnp.int16)
+
+    n = jax.random.randint(jax.random.key(23), shape, -100000, 100000, jnp.int32)
+    got_wrapped, got_flags = jax.jit(widths)(n)
+    np.testing.assert_array_equal(np.asarray(got_wrapped),
+                                  np.asarray(n).astype(np.int16).astype(np.int32))
+    want_flags = (np.asarray(n) > 0).astype(np.int16) - (np.asarray(n) < -70000).astype(np.int16)
+    np.testing.assert_array_equal(np.asarray(got_flags), want_flags)

@@ -86,11 +86,16 @@ def test_tensor_map_records_encode_innermost_first():
 
 
 def test_ffi_attributes_hold_launch_configuration():
-    signature = KernelSignature("k", (4, 2, 1), 2, (KernelArg("arg0", "f32", (8,)),), 1024)
+    signature = KernelSignature("k", (4, 2, 1), 2, (KernelArg("arg0", "f32", (8,)),), 1024,
+                                cluster=(2, 1, 1))
     compiled = CompiledKernel("key", ".version 8.0", signature, b"\x7fELF", "sm_90a")
-    attributes = jax_integration.ffi_attributes(compiled, (2, 1, 1))
+    attributes = jax_integration.ffi_attributes(compiled)  # the cluster: the kernel's
     assert list(attributes["launch"]) == [4, 2, 1, 256, 1, 1, 2, 1, 1, 1024]
     assert attributes["cubin"].tobytes() == b"\x7fELF" and attributes["kernel"] == "k"
+    same = jax_integration.ffi_attributes(compiled, (2,))
+    assert list(same["launch"]) == list(attributes["launch"])
+    with pytest.raises(ValueError, match=r"compiled for clusters of \(2, 1, 1\) CTAs"):
+        jax_integration.ffi_attributes(compiled, (1, 1, 1))
 
 
 def test_call_checks_against_the_compiled_signature():

@@ -44,6 +44,8 @@ func.func @roundtrip(%a: memref<{shape}x{element}>, %out: memref<{shape}x{elemen
     ("16x64", "f32", "#smalti.tile<[8, 8]>, #smalti.swizzle<32>"),
     ("64x64", "bf16", "#smalti.transpose<[1, 0]>, #smalti.tile<[8, 64]>, #smalti.swizzle<128>"),
     ("32x32", "f32", "#smalti.tile<[8, 8]>"),
+    ("32x48", "bf16", "#smalti.tile<[8, 16]>, #smalti.swizzle<32>"),  # rows of 48: unravelled
+    ("24x40", "f32", "#smalti.transpose<[1, 0]>, #smalti.tile<[8, 8]>"),
 ])
 def test_roundtrip_through_transformed_smem(shape, element, transforms):
     dims = tuple(int(d) for d in shape.split("x"))

@@ -205,3 +205,35 @@ func.func @returns() -> f32 attributes {smalti.kernel, smalti.grid = array<i64: 
 func.func @bad_arg(%a: vector<4xf32>) attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'smalti.cluster' sizes must be positive, got [2, 0]}}
+func.func @zero_cluster() attributes {smalti.kernel, smalti.grid = array<i64: 2>,
+                                      smalti.cluster = array<i64: 2, 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'smalti.cluster' must be array<i64: X[, Y[, Z]]>, got 2 : i64}}
+func.func @scalar_cluster() attributes {smalti.kernel, smalti.grid = array<i64: 2>,
+                                        smalti.cluster = 2 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'smalti.cluster' [4, 4] has 16 CTAs; a portable cluster has at most 8}}
+func.func @big_cluster() attributes {smalti.kernel, smalti.grid = array<i64: 4, 4>,
+                                     smalti.cluster = array<i64: 4, 4>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{grid [4, 3, 1] is not a whole number of clusters [2, 2, 1]: dim y of size 3 is not a multiple of 2}}
+func.func @grid_not_clusters() attributes {smalti.kernel, smalti.grid = array<i64: 4, 3>,
+                                           smalti.cluster = array<i64: 2, 2>} {
+  return
+}

@@ -137,22 +137,102 @@ func.func @wgmma_k_mismatch(%acc: vector<64x128xf32>) {
 
 // -----
 
-func.func @wgmma_types(%acc: vector<64x128xf32>) {
-  %o = arith.constant 0 : index
-  %a = "smalti.slice_smem"(%o) : (index) -> memref<64x64xf32, #gpu.address_space<workgroup>>
-  %b = "smalti.slice_smem"(%o) : (index) -> memref<64x128xf32, #gpu.address_space<workgroup>>
-  // expected-error @+1 {{supports A and B of bf16 or f16, got f32}}
-  %d = "smalti.wgmma"(%acc, %a, %b) : (vector<64x128xf32>, memref<64x64xf32, #gpu.address_space<workgroup>>, memref<64x128xf32, #gpu.address_space<workgroup>>) -> vector<64x128xf32>
-  return
-}
-
-// -----
-
 func.func @wgmma_m(%acc: vector<32x128xf32>) {
   %o = arith.constant 0 : index
   %a = "smalti.slice_smem"(%o) : (index) -> memref<32x64xbf16, #gpu.address_space<workgroup>>
   %b = "smalti.slice_smem"(%o) : (index) -> memref<64x128xbf16, #gpu.address_space<workgroup>>
   // expected-error @+1 {{M (32) must be a multiple of 64}}
   %d = "smalti.wgmma"(%acc, %a, %b) : (vector<32x128xf32>, memref<32x64xbf16, #gpu.address_space<workgroup>>, memref<64x128xbf16, #gpu.address_space<workgroup>>) -> vector<32x128xf32>
+  return
+}
+
+// -----
+
+func.func @collective_repeats(%g: memref<128x64xbf16>) attributes {smalti.kernel,
+    smalti.grid = array<i64: 2>, smalti.cluster = array<i64: 2>} {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'collective' [0, 0] repeats a cluster dim}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) {collective = array<i64: 0, 0>} : (memref<128x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @collective_not_a_dim(%g: memref<128x64xbf16>) attributes {smalti.kernel,
+    smalti.grid = array<i64: 2>, smalti.cluster = array<i64: 2>} {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'collective' dim 3 is not a cluster dim (0 = x, 1 = y, 2 = z)}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) {collective = array<i64: 3>} : (memref<128x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @collective_size_one(%g: memref<128x64xbf16>) attributes {smalti.kernel,
+    smalti.grid = array<i64: 2, 2>, smalti.cluster = array<i64: 2, 1>} {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'collective' dim 1 has size 1 in the kernel's 'smalti.cluster' [2, 1, 1]: nothing to share along it}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) {collective = array<i64: 0, 1>} : (memref<128x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @collective_without_cluster(%g: memref<128x64xbf16>) attributes {smalti.kernel,
+    smalti.grid = array<i64: 2>} {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'collective' dim 0 has size 1 in the kernel's 'smalti.cluster' [1, 1, 1]}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) {collective = array<i64: 0>} : (memref<128x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @collective_outside_a_kernel(%g: memref<128x64xbf16>) {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'collective' needs an enclosing kernel (a func.func marked 'smalti.kernel') with a 'smalti.cluster'}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) {collective = array<i64: 0>} : (memref<128x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @collective_indivisible(%g: memref<128x64xbf16>) attributes {smalti.kernel,
+    smalti.grid = array<i64: 4>, smalti.cluster = array<i64: 4>} {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<6x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{the shared-memory ref memref<6x64xbf16, #gpu.address_space<workgroup>> cannot be split into 4 collective parts along its leading dim}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) {collective = array<i64: 0>} : (memref<128x64xbf16>, memref<6x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @collective_not_an_array(%g: memref<128x64xbf16>) attributes {smalti.kernel,
+    smalti.grid = array<i64: 2>, smalti.cluster = array<i64: 2>} {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'collective' must be array<i64: ...> of cluster dims, got 0 : i64}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) {collective = 0 : i64} : (memref<128x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
+func.func @cluster_barrier_operands(%i: index) {
+  // expected-error @+1 {{'smalti.cluster_barrier' op expects 0 operands, got 1}}
+  "smalti.cluster_barrier"(%i) : (index) -> ()
   return
 }

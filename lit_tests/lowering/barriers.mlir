@@ -19,6 +19,10 @@
 // CHECK: mbarrier.try_wait.parity.shared::cta.b64 [[DONE:%p[0-9]+]], [[[BASE]]], [[PARITY]];
 // CHECK: @![[DONE]] bra $wait_0;
 // CHECK: bar.sync 1, 128;
+// The cluster barrier: arrive (release) then wait (acquire), every thread of every CTA.
+// CHECK-NEXT: barrier.cluster.arrive.aligned;
+// CHECK-NEXT: barrier.cluster.wait.aligned;
+// CHECK-NEXT: ret;
 func.func @barriers(%phase: i32) attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -28,5 +32,6 @@ func.func @barriers(%phase: i32) attributes {smalti.kernel, smalti.grid = array<
   "smalti.arrive"(%bars, %c0) : (memref<2xi64, #gpu.address_space<workgroup>>, index) -> ()
   "smalti.wait"(%bars, %c0, %phase) : (memref<2xi64, #gpu.address_space<workgroup>>, index, i32) -> ()
   "smalti.warpgroup_barrier"() : () -> ()
+  "smalti.cluster_barrier"() : () -> ()
   return
 }

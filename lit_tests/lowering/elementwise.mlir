@@ -195,3 +195,38 @@ func.func @compare_select(%a: memref<4x128xbf16>, %b: memref<4x128xbf16>, %out: 
   "smalti.vector_store"(%i, %out, %c0, %c0) : (vector<4x128xi32>, memref<4x128xi32>, index, index) -> ()
   return
 }
+
+// -----
+
+// i1 vectors combine with and/or/xor on predicates (a splat true is mov.pred); integer
+// widths convert with cvt (sign- or zero-extending, truncating), i1 widens through selp
+// (canonicalize folds the two extui into one).
+// CHECK-LABEL: .visible .entry masks_and_widths(
+// CHECK: mov.pred [[TRUE:%p[0-9]+]], 1;
+// CHECK: setp.gt.s32 [[POS:%p[0-9]+]], [[N:%r[0-9]+]], {{%r[0-9]+}};
+// CHECK: setp.lt.s32 [[NEG:%p[0-9]+]], [[N]], {{%r[0-9]+}};
+// CHECK: or.pred [[EITHER:%p[0-9]+]], [[POS]], [[NEG]];
+// CHECK: xor.pred [[NOT:%p[0-9]+]], [[EITHER]], [[TRUE]];
+// CHECK: and.pred [[BOTH:%p[0-9]+]], [[NOT]], [[POS]];
+// CHECK: cvt.u16.u32 [[LOW:%rs[0-9]+]], [[N]];
+// CHECK: cvt.s32.s16 {{%r[0-9]+}}, [[LOW]];
+// CHECK: selp.b32 {{%r[0-9]+}}, 1, 0, [[BOTH]];
+func.func @masks_and_widths(%a: memref<4x128xi32>, %out: memref<4x128xi32>, %flag: memref<4x128xi32>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %n = "smalti.vector_load"(%a, %c0, %c0) : (memref<4x128xi32>, index, index) -> vector<4x128xi32>
+  %zero = arith.constant dense<0> : vector<4x128xi32>
+  %true = arith.constant dense<true> : vector<4x128xi1>
+  %pos = arith.cmpi sgt, %n, %zero : vector<4x128xi32>
+  %neg = arith.cmpi slt, %n, %zero : vector<4x128xi32>
+  %either = arith.ori %pos, %neg : vector<4x128xi1>
+  %not = arith.xori %either, %true : vector<4x128xi1>
+  %both = arith.andi %not, %pos : vector<4x128xi1>
+  %one = arith.extui %both : vector<4x128xi1> to vector<4x128xi16>
+  %low = arith.trunci %n : vector<4x128xi32> to vector<4x128xi16>
+  %back = arith.extsi %low : vector<4x128xi16> to vector<4x128xi32>
+  %wide = arith.extui %one : vector<4x128xi16> to vector<4x128xi32>
+  "smalti.vector_store"(%back, %out, %c0, %c0) : (vector<4x128xi32>, memref<4x128xi32>, index, index) -> ()
+  "smalti.vector_store"(%wide, %flag, %c0, %c0) : (vector<4x128xi32>, memref<4x128xi32>, index, index) -> ()
+  return
+}

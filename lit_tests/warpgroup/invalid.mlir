@@ -154,3 +154,17 @@ func.func @not_a_kernel() {
   }) {warpgroup = 0 : i64} : () -> ()
   return
 }
+
+// -----
+
+// Every thread of the cluster meets at cluster_barrier: not inside a role.
+func.func @cluster_barrier_in_role() attributes {smalti.kernel, smalti.grid = array<i64: 2>,
+                                                 smalti.cluster = array<i64: 2>,
+                                                 smalti.warpgroups = 2 : i64} {
+  // expected-note @+1 {{the region}}
+  "smalti.warpgroup_region"() ({
+    // expected-error @+1 {{'smalti.cluster_barrier' op must be reached by the whole block, but it is in a warpgroup_region that only some warpgroups run}}
+    "smalti.cluster_barrier"() : () -> ()
+  }) {warpgroup = 0 : i64} : () -> ()
+  return
+}

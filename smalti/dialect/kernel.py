@@ -1,9 +1,12 @@
 """Kernel functions: a `func.func` marked `smalti.kernel`, its launch grid and arguments.
 
     func.func @name(%a: memref<128x256xf32>, ...) attributes {smalti.kernel,
-        smalti.grid = array<i64: 2, 1, 1>, smalti.warpgroups = 1 : i64}
+        smalti.grid = array<i64: 2, 1, 1>, smalti.warpgroups = 1 : i64,
+        smalti.cluster = array<i64: 2, 1, 1>}
 
-Arguments are global-memory buffers (memrefs of static shape) or scalars.
+Arguments are global-memory buffers (memrefs of static shape) or scalars. `smalti.cluster`
+(default 1, 1, 1) groups the grid's CTAs into clusters that share distributed shared memory
+and TMA multicasts; the grid must be a whole number of clusters.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from jaxlib.mlir import ir
 
-from smalti.dialect.diagnostics import error_at
+from smalti.dialect.diagnostics import DiagnosticError, error_at
 from smalti.tiling import WARPGROUP_SIZE
 
 if TYPE_CHECKING:
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
 KERNEL_ATTR = "smalti.kernel"
 GRID_ATTR = "smalti.grid"
 WARPGROUPS_ATTR = "smalti.warpgroups"
+CLUSTER_ATTR = "smalti.cluster"
+MAX_PORTABLE_CLUSTER = 8  # CTAs per cluster every sm_90 launch supports (16 needs an opt-in)
 
 SCALAR_TYPES = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
 ELEMENT_TYPES = (*SCALAR_TYPES, "f8E4M3FN", "f8E5M2")
@@ -61,6 +66,7 @@ class KernelSignature:
     tensor_maps: tuple[TensorMapRecord, ...] = ()  # set by the lowering
     # smalti.debug_print ops; when any, a hidden `.param .u64 debug` follows the tensor maps
     debug_prints: tuple[DebugPrintRecord, ...] = ()
+    cluster: tuple[int, int, int] = (1, 1, 1)  # CTAs per cluster (x, y, z)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -89,6 +95,7 @@ def kernel_signature(func: ir.Operation) -> KernelSignature:
     if function_type.results:
         raise error_at(func, f"kernel @{name} must not return values")
     grid = _grid(func, name)
+    cluster = _cluster(func, grid)
     warpgroups = 1
     if WARPGROUPS_ATTR in func.attributes:
         attr = func.attributes[WARPGROUPS_ATTR]
@@ -100,7 +107,7 @@ def kernel_signature(func: ir.Operation) -> KernelSignature:
 
     prints = debug_print_records(func, math.prod(grid) * warpgroups)
     return KernelSignature(name, grid, warpgroups, args, dynamic_smem_bytes(func),
-                           debug_prints=prints)
+                           debug_prints=prints, cluster=cluster)
 
 
 def dynamic_smem_bytes(func: ir.Operation) -> int:
@@ -131,6 +138,46 @@ def _grid(func: ir.Operation, name: str) -> tuple[int, int, int]:
     if any(g < 1 for g in grid):
         raise error_at(func, f"'{GRID_ATTR}' sizes must be positive, got {list(attr)}")
     return (grid[0], grid[1], grid[2])
+
+
+def _cluster(func: ir.Operation, grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The kernel's `smalti.cluster` (1, 1, 1 without one), checked against the grid."""
+    if CLUSTER_ATTR not in func.attributes:
+        return (1, 1, 1)
+    attr = func.attributes[CLUSTER_ATTR]
+    if not isinstance(attr, ir.DenseI64ArrayAttr) or not 1 <= len(attr) <= 3:
+        raise error_at(func, f"'{CLUSTER_ATTR}' must be array<i64: X[, Y[, Z]]>, got {attr}")
+    cluster = [*list(attr), 1, 1][:3]
+    if any(c < 1 for c in cluster):
+        raise error_at(func, f"'{CLUSTER_ATTR}' sizes must be positive, got {list(attr)}")
+    if math.prod(cluster) > MAX_PORTABLE_CLUSTER:
+        raise error_at(func, f"'{CLUSTER_ATTR}' {list(attr)} has {math.prod(cluster)} CTAs; a "
+                             f"portable cluster has at most {MAX_PORTABLE_CLUSTER}")
+    for axis, (g, c) in enumerate(zip(grid, cluster, strict=True)):
+        if g % c:
+            raise error_at(func, f"grid {list(grid)} is not a whole number of clusters "
+                                 f"{cluster}: dim {'xyz'[axis]} of size {g} is not a multiple "
+                                 f"of {c}")
+    return (cluster[0], cluster[1], cluster[2])
+
+
+def kernel_cluster(func: ir.Operation) -> tuple[int, int, int] | None:
+    """A kernel's cluster shape; None when its grid or cluster is malformed (reported at
+    the function by the kernel's own check)."""
+    try:
+        return _cluster(func, _grid(func, ir.StringAttr(func.attributes["sym_name"]).value))
+    except DiagnosticError:
+        return None
+
+
+def enclosing_kernel(op: ir.Operation) -> ir.Operation | None:
+    """The kernel function `op` is nested in, if any."""
+    parent = op.parent
+    while parent is not None:
+        if is_kernel(parent):
+            return parent
+        parent = parent.parent
+    return None
 
 
 def _kernel_arg(func: ir.Operation, name: str, index: int, t: ir.Type) -> KernelArg:

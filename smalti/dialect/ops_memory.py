@@ -4,6 +4,7 @@
     %t = "smalti.with_transforms"(%r) {transforms = [#smalti.tile<[8, 64]>,
                                                      #smalti.swizzle<128>]}
     "smalti.async_load"(%gmem, %smem, %barriers, %i, %x, %y) {slice_lengths = array<i64: ...>}
+    "smalti.async_load"(...) {collective = array<i64: 0>}  // shared along cluster dim x
     "smalti.async_store"(%smem, %gmem, %x, %y)
     "smalti.async_store_wait"() {pending = 0 : i64}
 
@@ -218,6 +219,44 @@ class AsyncLoadOp(SmaltiOp):
         check_barriers(op, self.barriers)
         check_index(op, self.barrier_index, "the barrier index")
         _check_transfer(op, self.source, self.destination, self.indices)
+        collective_dims(op)
+
+
+def collective_dims(op: ir.Operation) -> tuple[int, ...]:
+    """The cluster dims (0 = x, 1 = y, 2 = z) along which the CTAs of an async_load share
+    it (`collective`, default none): each of the n CTAs along them loads 1/n of the SMEM
+    ref's leading dim and multicasts it to all n. Checked against the enclosing kernel's
+    `smalti.cluster`."""
+    if "collective" not in op.attributes:
+        return ()
+    attr = op.attributes["collective"]
+    if not isinstance(attr, ir.DenseI64ArrayAttr):
+        raise error_at(op, f"'collective' must be array<i64: ...> of cluster dims, got {attr}")
+    dims = tuple(attr)
+    if len(set(dims)) != len(dims):
+        raise error_at(op, f"'collective' {list(dims)} repeats a cluster dim")
+    from smalti.dialect.kernel import CLUSTER_ATTR, enclosing_kernel, kernel_cluster
+
+    func = enclosing_kernel(op)
+    if func is None:
+        raise error_at(op, "'collective' needs an enclosing kernel (a func.func marked "
+                           f"'smalti.kernel') with a '{CLUSTER_ATTR}'")
+    cluster = kernel_cluster(func)
+    if cluster is None:  # the kernel's own check reports its malformed grid or cluster
+        return dims
+    for d in dims:
+        if not 0 <= d < 3:
+            raise error_at(op, f"'collective' dim {d} is not a cluster dim (0 = x, 1 = y, "
+                               "2 = z)")
+        if cluster[d] == 1:
+            raise error_at(op, f"'collective' dim {d} has size 1 in the kernel's "
+                               f"'{CLUSTER_ATTR}' {list(cluster)}: nothing to share along it")
+    parts = math.prod(cluster[d] for d in dims)
+    smem = ir.MemRefType(op.operands[1].type)
+    if smem.rank == 0 or smem.shape[0] % parts:
+        raise error_at(op, f"the shared-memory ref {smem} cannot be split into {parts} "
+                           "collective parts along its leading dim")
+    return dims
 
 
 @_register
@@ -248,3 +287,26 @@ class AsyncStoreWaitOp(SmaltiOp):
         op = self.operation
         self._expect_counts(0, 0)
         int_attr(op, "pending", 0)
+
+
+def collective_parts(op: ir.Operation) -> int:
+    """How many CTAs share an async_load (each copies that fraction of the SMEM ref's
+    leading dim); 1 when it is not collective."""
+    dims = collective_dims(op)
+    if not dims:
+        return 1
+    from smalti.dialect.kernel import enclosing_kernel, kernel_cluster
+
+    func = enclosing_kernel(op)
+    cluster = kernel_cluster(func) if func is not None else None
+    return 1 if cluster is None else math.prod(cluster[d] for d in dims)
+
+
+def collective_part_shape(op: ir.Operation) -> tuple[int, ...]:
+    """The shape of what one CTA copies of an async op's SMEM ref: all of it, or its part."""
+    shape = tuple(ir.MemRefType(op.operands[1 if op.name == AsyncLoadOp.OPERATION_NAME else 0]
+                                .type).shape)
+    if op.name != AsyncLoadOp.OPERATION_NAME:
+        return shape
+    parts = collective_parts(op)
+    return (shape[0] // parts, *shape[1:]) if parts > 1 else shape

@@ -5,22 +5,39 @@
           memref<64x128xbf16, #gpu.address_space<workgroup>>) -> vector<128x128xf32>
 
 d = acc + a @ b, with acc (M x N, f32) in registers (WGMMA layout), a (M x K) in shared
-memory or in registers, b (K x N) in shared memory; a and b bf16 or f16. Which operand is
-stored transposed (MN-major) follows from the SMEM refs' transforms.
+memory or (bf16/f16 only) in registers, b (K x N) in shared memory. Input types, as wgmma
+multiplies them: bf16 x bf16, f16 x f16, f32 x f32 computed as tf32 (the tensor cores' only
+f32 path: each input keeps 10 mantissa bits, like `jax.lax.Precision.DEFAULT` on GPUs), and
+f8E4M3FN / f8E5M2 in any mix. Which operand is stored transposed (MN-major) follows from the
+SMEM refs' transforms; wgmma transposes only 16-bit operands, so f32 and f8 ones must be
+K-major: A as M x K, B as N x K in memory, i.e. B's ref viewed through transforms that start
+with `#smalti.transpose<[1, 0]>`.
 """
 
 from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.attributes import LayoutAttrError, attr_to_transforms
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import SmaltiOp, _register, operand
-from smalti.dialect.ops_memory import check_smem_ref
+from smalti.dialect.ops_memory import check_smem_ref, element_bytes
+from smalti.tiling import TransposeTransform
 
 WGMMA_M = 64
 WGMMA_K_BYTES = 32  # one wgmma instruction consumes 32 bytes of K (k16 for 16-bit types)
 MAX_N = 256
-INPUT_TYPES = ("bf16", "f16")
+PTX_INPUT_TYPES = {"bf16": "bf16", "f16": "f16", "f32": "tf32", "f8E4M3FN": "e4m3",
+                   "f8E5M2": "e5m2"}
+"""wgmma's name (PTX) of each MLIR input element type."""
+INPUT_TYPES = tuple(PTX_INPUT_TYPES)
+TRANSPOSABLE_TYPES = ("bf16", "f16")  # imm-trans-a/b exist only for these (PTX ISA)
+REGISTER_A_TYPES = ("bf16", "f16")  # the lowering holds no f32-as-tf32 or f8 A fragments yet
+
+
+def _family(element: str) -> str:
+    """Which inputs may pair: fp8 formats mix freely, any other type pairs only with itself."""
+    return "f8" if element.startswith("f8") else element
 
 
 def _shape_of(op: ir.Operation, value: ir.Value, what: str, registers_ok: bool
@@ -32,6 +49,45 @@ def _shape_of(op: ir.Operation, value: ir.Value, what: str, registers_ok: bool
     if len(shape) != 2:
         raise error_at(op, f"expects {what} to be 2-D, got {value.type}")
     return shape
+
+
+def known_transforms(op: ir.Operation, value: ir.Value, position: int) -> tuple | None:
+    """The transforms of SMEM operand `value` (the `position`-th SMEM ref of `op`), when
+    known before lowering: the op's `in_transforms`, else a defining with_transforms."""
+    if "in_transforms" in op.attributes:
+        try:
+            return tuple(attr_to_transforms(op.attributes["in_transforms"][position]))
+        except (LayoutAttrError, IndexError) as error:
+            raise error_at(op, f"'in_transforms' has no valid entry #{position}: {error}"
+                           ) from None
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation
+    if owner.name != "smalti.with_transforms" or "transforms" not in owner.attributes:
+        return None
+    try:
+        return tuple(attr_to_transforms(owner.attributes["transforms"]))
+    except LayoutAttrError:
+        return None  # with_transforms' own verifier reports it
+
+
+def is_transposed(transforms: tuple) -> bool:
+    """Whether memory holds the transpose of the logical 2-D operand."""
+    return bool(transforms) and transforms[0] == TransposeTransform((1, 0))
+
+
+def mn_major_problem(what: str, element: str, mn_major: bool) -> str | None:
+    """Why wgmma cannot read operand `what` ("A" or "B") of `element` stored MN-major (only
+    16-bit operands can be transposed), naming the fix; None if it can."""
+    if not mn_major or element in TRANSPOSABLE_TYPES:
+        return None
+    fix = ("store B as N x K (K contiguous) and view it as K x N through "
+           "smalti.with_transforms whose transforms start with #smalti.transpose<[1, 0]>"
+           if what == "B" else
+           "store A as M x K (K contiguous): drop the leading #smalti.transpose")
+    return (f"reads {what} ({element}) MN-major, but wgmma transposes only bf16/f16 operands; "
+            f"{fix}")
 
 
 @_register
@@ -59,12 +115,14 @@ class WgmmaOp(SmaltiOp):
         m, n = acc_type.shape
         a_m, a_k = _shape_of(op, self.a, "A", registers_ok=True)
         b_k, b_n = _shape_of(op, self.b, "B", registers_ok=False)
-        elements = {str(ir.ShapedType(v.type).element_type) for v in (self.a, self.b)}
-        if len(elements) != 1:
-            raise error_at(op, f"A and B element types differ: {sorted(elements)}")
-        element = elements.pop()
-        if element not in INPUT_TYPES:
-            raise error_at(op, f"supports A and B of {' or '.join(INPUT_TYPES)}, got {element}")
+        a_type, b_type = (str(ir.ShapedType(v.type).element_type) for v in (self.a, self.b))
+        for what, element in (("A", a_type), ("B", b_type)):
+            if element not in INPUT_TYPES:
+                raise error_at(op, f"supports {what} of {', '.join(INPUT_TYPES)}, got {element}")
+        if _family(a_type) != _family(b_type):
+            raise error_at(op, f"cannot multiply {a_type} A by {b_type} B: wgmma pairs bf16 "
+                               "with bf16, f16 with f16, f32 (as tf32) with f32, and f8 "
+                               "(f8E4M3FN or f8E5M2) with f8")
         if (a_m, b_n) != (m, n):
             raise error_at(op, f"A is {a_m}x{a_k} and B {b_k}x{b_n}, but the accumulator is "
                                f"{m}x{n}")
@@ -74,5 +132,26 @@ class WgmmaOp(SmaltiOp):
             raise error_at(op, f"M ({m}) must be a multiple of {WGMMA_M}")
         if n % 8 or not 8 <= n <= MAX_N:
             raise error_at(op, f"N ({n}) must be a multiple of 8 in [8, {MAX_N}]")
-        if a_k % (WGMMA_K_BYTES // 2):
-            raise error_at(op, f"K ({a_k}) must be a multiple of {WGMMA_K_BYTES // 2}")
+        k_step = WGMMA_K_BYTES // element_bytes(self.b.type)
+        if a_k % k_step:
+            raise error_at(op, f"K ({a_k}) must be a multiple of {k_step} for {b_type} "
+                               f"({WGMMA_K_BYTES} bytes per wgmma instruction)")
+        a_in_registers = isinstance(self.a.type, ir.VectorType)
+        if a_in_registers and a_type not in REGISTER_A_TYPES:
+            raise error_at(op, f"reads A of {a_type} from shared memory only (A in registers "
+                               f"must be {' or '.join(REGISTER_A_TYPES)})")
+        if b_type not in TRANSPOSABLE_TYPES:
+            self._verify_k_major(a_type, b_type, a_in_registers)
+
+    def _verify_k_major(self, a_type: str, b_type: str, a_in_registers: bool) -> None:
+        """f32 and f8 operands cannot be transposed by wgmma: both must be K-major."""
+        op = self.operation
+        refs = ([] if a_in_registers else [("A", self.a, a_type, False)]) + [
+            ("B", self.b, b_type, True)]
+        for position, (what, value, element, is_b) in enumerate(refs):
+            transforms = known_transforms(op, value, position)
+            if transforms is None:
+                continue
+            problem = mn_major_problem(what, element, is_transposed(transforms) != is_b)
+            if problem is not None:
+                raise error_at(op, problem)

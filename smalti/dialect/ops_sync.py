@@ -1,10 +1,11 @@
-"""Synchronisation ops: mbarrier arrays in shared memory, and the warpgroup barrier.
+"""Synchronisation ops: mbarrier arrays in shared memory, the warpgroup and cluster barriers.
 
     "smalti.initialize_barrier"(%bars) {arrival_count = 1 : i64}
     "smalti.arrive"(%bars, %i)
     "smalti.arrive_expect_tx"(%bars, %i) {bytes = 32768 : i64}
     "smalti.wait"(%bars, %i, %parity)
     "smalti.warpgroup_barrier"()
+    "smalti.cluster_barrier"()
 
 `%bars` is a `memref<Nxi64, #gpu.address_space<workgroup>>` (from slice_smem); `%i` an
 index selecting one of its N barriers; `%parity` an i1, i32 or index (its low bit counts).
@@ -102,6 +103,18 @@ class WarpgroupBarrierOp(SmaltiOp):
     """The 128 threads of the warpgroup meet (a named bar.sync)."""
 
     OPERATION_NAME = "smalti.warpgroup_barrier"
+
+    def verify_op(self) -> None:
+        self._expect_counts(0, 0)
+
+
+@_register
+class ClusterBarrierOp(SmaltiOp):
+    """Every thread of every CTA in the cluster meets (barrier.cluster arrive + wait): what
+    a CTA wrote to shared memory before it, mbarrier inits included, is visible to its peers
+    after it, and no CTA passes it while a peer may still be on its way."""
+
+    OPERATION_NAME = "smalti.cluster_barrier"
 
     def verify_op(self) -> None:
         self._expect_counts(0, 0)

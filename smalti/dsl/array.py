@@ -17,8 +17,9 @@ Shape = tuple[int, ...]
 
 FLOAT_BINARY = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf",
                 "div": "arith.divf", "max": "arith.maximumf", "min": "arith.minimumf"}
+BITWISE = {"and": "arith.andi", "or": "arith.ori", "xor": "arith.xori"}
 INT_BINARY = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
-              "max": "arith.maxsi", "min": "arith.minsi"}
+              "max": "arith.maxsi", "min": "arith.minsi", **BITWISE}
 # arith.cmpf predicates: ordered comparisons (false on NaN), except "!=", which is unordered
 # (true on NaN), as in numpy. arith.cmpi predicates: signed.
 FLOAT_PREDICATES = {"==": 1, ">": 2, ">=": 3, "<": 4, "<=": 5, "!=": 13}
@@ -179,7 +180,7 @@ class Array:
         return a.broadcast_to(shape), b.broadcast_to(shape)
 
     def _binary(self, other: object, operation: str, reverse: bool = False) -> Array:
-        table = {} if self.dtype == np.bool_ else FLOAT_BINARY if is_float(self.dtype) \
+        table = BITWISE if self.dtype == np.bool_ else FLOAT_BINARY if is_float(self.dtype) \
             else INT_BINARY
         if operation not in table:
             raise user_error(TypeError, f"'{operation}' is not supported for {self.dtype.name}")
@@ -245,6 +246,30 @@ class Array:
 
     def __rtruediv__(self, other: object) -> Array:
         return self._binary(other, "div", reverse=True)
+
+    def __and__(self, other: object) -> Array:
+        return self._binary(other, "and")
+
+    def __rand__(self, other: object) -> Array:
+        return self._binary(other, "and", reverse=True)
+
+    def __or__(self, other: object) -> Array:
+        return self._binary(other, "or")
+
+    def __ror__(self, other: object) -> Array:
+        return self._binary(other, "or", reverse=True)
+
+    def __xor__(self, other: object) -> Array:
+        return self._binary(other, "xor")
+
+    def __rxor__(self, other: object) -> Array:
+        return self._binary(other, "xor", reverse=True)
+
+    def __invert__(self) -> Array:
+        """Logical not of a bool array, bitwise not of an integer one (as numpy's ~)."""
+        if is_float(self.dtype):
+            raise user_error(TypeError, f"'~' is not supported for {self.dtype.name}")
+        return self._binary(True if self.dtype == np.bool_ else -1, "xor")
 
     def __neg__(self) -> Array:
         if is_float(self.dtype):
@@ -395,9 +420,12 @@ def coerce(value: object, like: Array) -> Array:
 
 
 def scalar_array(value: object, shape: Shape, dtype: np.dtype) -> Array:
-    """A Python number as a splat array; a located TypeError for anything else."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+    """A Python number (a bool for a bool array) as a splat array; a located TypeError for
+    anything else."""
+    if not isinstance(value, int | float | np.number | np.bool_):
         raise user_error(TypeError, f"cannot combine an Array with {type(value).__name__}")
+    if isinstance(value, bool | np.bool_) != (dtype == np.bool_):
+        raise user_error(TypeError, f"cannot combine a {dtype.name} array with {value!r}")
     if isinstance(value, float | np.floating) and not is_float(dtype):
         raise user_error(TypeError, f"cannot combine a {dtype.name} array with the float "
                                     f"{value!r}")

@@ -345,19 +345,28 @@ def tma_hint(shape: tuple[int, ...], element_bytes: int) -> tuple:
     return ()
 
 
-def _tma_ref(ctx: RuleContext, ref: ir.Value, verb: str) -> None:
+def _tma_ref(ctx: RuleContext, ref: ir.Value, verb: str,
+             part: tuple[int, ...] | None = None) -> None:
+    """TMA-compatible transforms for `ref`; with `part` (what one CTA of a collective load
+    copies), tiles that the part also divides into."""
     from smalti.tiling import tma_incompatibility
 
     shape, size = tuple(ir.MemRefType(ref.type).shape), _element_bytes(ref)
-    ctx.hint(ref, tma_hint(shape, size), TOLERATED, f"TMA {verb} swizzled tiles fastest")
+    part = part or shape
+    ctx.hint(ref, tma_hint(part, size), TOLERATED, f"TMA {verb} swizzled tiles fastest")
     ctx.require(ref, lambda t: tma_incompatibility(t, size, shape),
                 f"TMA {verb} this shared-memory ref")
+    if part != shape:
+        ctx.require(ref, lambda t: tma_incompatibility(t, size, part),
+                    f"TMA {verb} each collective part {list(part)} of this shared-memory ref")
 
 
 @rule("smalti.async_load")
 def _async_load(ctx: RuleContext, op: ir.Operation) -> None:
+    from smalti.dialect.ops_memory import collective_part_shape
+
     ctx.fix(op.operands[2], (), "an mbarrier array is a plain array of 8-byte objects")
-    _tma_ref(ctx, op.operands[1], "writes")
+    _tma_ref(ctx, op.operands[1], "writes", collective_part_shape(op))
 
 
 @rule("smalti.async_store")
@@ -365,10 +374,12 @@ def _async_store(ctx: RuleContext, op: ir.Operation) -> None:
     _tma_ref(ctx, op.operands[0], "reads")
 
 
-def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_bytes: int
-                          ) -> str | None:
+def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_bytes: int,
+                          k_major: str | None = None) -> str | None:
     """Why wgmma cannot read an operand stored with `transforms`, or None if it can: 8-row
-    tiles one swizzle span wide, swizzled, optionally after a 2-D transpose."""
+    tiles one swizzle span wide, swizzled, optionally after a 2-D transpose. `k_major`, for
+    an operand wgmma cannot transpose (f32, f8), is "A" or "B": then the transpose is
+    required (B) or forbidden (A), so K is contiguous in memory."""
     from smalti.tiling import (
         LayoutError,
         SwizzleTransform,
@@ -378,8 +389,13 @@ def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_byt
     )
 
     body = tuple(transforms)
-    if body and body[0] == TransposeTransform((1, 0)):
+    transposed = bool(body) and body[0] == TransposeTransform((1, 0))
+    if transposed:
         body = body[1:]
+    if k_major is not None and transposed != (k_major == "B"):
+        return (f"wgmma reads this {k_major} only K-major (it transposes only bf16/f16): "
+                + ("store B as N x K and view it transposed" if k_major == "B"
+                   else "store A as M x K, not transposed"))
     match body:
         case (TileTransform(tiling=(rows, cols)), SwizzleTransform(swizzle_bytes=span)):
             if rows % 8 or cols * element_bytes != span:
@@ -406,20 +422,24 @@ def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
     ctx.equal(acc, op.results[0], "wgmma's result replaces its accumulator")
     if is_vector(a):
         ctx.fix(a, WGMMA_LAYOUT, "wgmma reads A from registers in the WGMMA layout")
-    for ref in (a, b):
+    for name, ref in (("A", a), ("B", b)):
         if not is_smem_ref(ref):
             continue
         shape, size = tuple(ir.MemRefType(ref.type).shape), _element_bytes(ref)
+        k_major = None if size == 2 else name  # wgmma transposes only 16-bit operands
+        transposed = k_major == "B"
+        rows = shape[1] if transposed else shape[0]
         for span in (128, 64, 32):
             try:
-                canonical = wgmma_operand_transforms(shape, size, span, transposed=False,
-                                                     tile_rows=tall_tile_rows(shape[0]))
+                canonical = wgmma_operand_transforms(shape, size, span, transposed=transposed,
+                                                     tile_rows=tall_tile_rows(rows))
             except LayoutError:
                 continue
-            ctx.hint(ref, canonical, PREFERRED,
-                     "wgmma reads swizzled tiles fastest (tall ones, for few TMA boxes)")
+            ctx.hint(ref, canonical, PREFERRED, "wgmma reads swizzled tiles fastest (tall "
+                     "ones, for few TMA boxes)" + ("" if k_major is None else
+                     f"; {k_major} only K-major" + (" (stored N x K)" if transposed else "")))
             break
-        ctx.require(ref, lambda t, s=shape, e=size: wgmma_operand_problem(t, s, e),
+        ctx.require(ref, lambda t, s=shape, e=size, k=k_major: wgmma_operand_problem(t, s, e, k),
                     "wgmma reads this operand from shared memory")
 
 

@@ -3,7 +3,8 @@
 initialize_barrier: thread 0 of the block inits every barrier, fences the inits, and the
 block meets (bar.sync 0). arrive: every thread of the warpgroup arrives. arrive_expect_tx:
 thread 0 of the warpgroup announces the bytes and arrives. wait: a try_wait.parity loop.
-warpgroup_barrier: `bar.sync 1 + warpgroup, 128`.
+warpgroup_barrier: `bar.sync 1 + warpgroup, 128`. cluster_barrier: barrier.cluster arrive
+(release) then wait (acquire), by every thread of every CTA of the cluster.
 """
 
 from __future__ import annotations
@@ -119,3 +120,12 @@ def _wait(ctx: LoweringContext, op: ir.Operation) -> None:
 def _warpgroup_barrier(ctx: LoweringContext, op: ir.Operation) -> None:
     del op
     warpgroup_sync(ctx)
+
+
+@lowering_rule("smalti.cluster_barrier")
+def _cluster_barrier(ctx: LoweringContext, op: ir.Operation) -> None:
+    """The default semantics (arrive.release, wait.acquire) order shared-memory accesses and
+    mbarrier inits across the cluster."""
+    del op
+    ctx.builder.emit("barrier.cluster.arrive.aligned")
+    ctx.builder.emit("barrier.cluster.wait.aligned")

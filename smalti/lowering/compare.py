@@ -1,4 +1,5 @@
-"""Comparisons, selects and int <-> float conversions on vectors, one element at a time.
+"""Comparisons, selects and int <-> float and int <-> int conversions on vectors, one
+element at a time.
 
 A vector of i1 lives in predicate registers (one per element). 16-bit float operands are
 compared after an exact widening to f32, so no packed predicate forms are needed.
@@ -150,5 +151,34 @@ def _convert(ctx: LoweringContext, op: ir.Operation) -> None:
     def make(v: int, i: int) -> Register:
         return ctx.builder.compute(opcode, target.scalar if to_float else int_type,
                                    elements(v, i))
+
+    _build(ctx, op, make)
+
+
+@lowering_rule("arith.extsi", "arith.extui", "arith.trunci")
+def _integer_width(ctx: LoweringContext, op: ir.Operation) -> None:
+    """Integer widening (sign- or zero-extending) and narrowing (keeping the low bits); an i1
+    widens to -1/0 (extsi) or 1/0 (extui) and narrows from the lowest bit."""
+    source = ctx.array(op, op.operands[0])
+    target = element_type(ir.VectorType(op.results[0].type).element_type)
+    if target is None or target.is_float or source.element.is_float:
+        raise error_at(op, f"vectors of {op.results[0].type} are not supported")
+    b = ctx.builder
+    elements = _Elements(ctx, source)
+    signed = "s" if op.name == "arith.extsi" else "u"
+    if target.scalar == "pred":  # trunci to i1: the lowest bit
+        def make(v: int, i: int) -> Register:
+            low = b.compute(f"and.b{source.element.bits}", f"b{source.element.bits}",
+                            elements(v, i), 1)
+            return b.compute(f"setp.ne.b{source.element.bits}", "pred", low, 0)
+    elif source.element.scalar == "pred":
+        true = -1 if op.name == "arith.extsi" else 1
+
+        def make(v: int, i: int) -> Register:
+            return b.compute(f"selp.b{target.bits}", target.scalar, true, 0, elements(v, i))
+    else:
+        def make(v: int, i: int) -> Register:
+            return b.compute(f"cvt.{signed}{target.bits}.{signed}{source.element.bits}",
+                             target.scalar, elements(v, i))
 
     _build(ctx, op, make)

@@ -11,8 +11,8 @@ from smalti.dialect.attributes import attr_to_layouts
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import KernelSignature
 from smalti.lowering.values import BufferValue, FragmentedArray, LoweredValue, ScalarValue
-from smalti.ptx import KernelBuilder, Register, Symbol
-from smalti.tiling import WARPGROUP_SIZE, Layout
+from smalti.ptx import Guard, KernelBuilder, Register, Symbol
+from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout
 
 
 class LoweringContext:
@@ -25,6 +25,9 @@ class LoweringContext:
         # Memo of values that are cheaper to recompute than to keep live into nested regions
         # (addresses from the shared-memory symbol): each region starts it afresh.
         self.block_cache: dict[object, object] = {}
+        # Whether the threads may have stored to shared memory since the last
+        # fence.proxy.async (smalti.lowering.proxy); a region can only set it for what follows.
+        self.unpublished_smem_writes = False
         self.kernel_state: dict[str, object] = {}  # per-kernel, kept across regions
         self._scratch_counts: dict[str, int] = {}
 
@@ -65,12 +68,26 @@ class LoweringContext:
         `block_cache` values are not carried in, so loops do not keep them live."""
         saved, thread_index = dict(self.cache), self._thread_index
         saved_block, self.block_cache = self.block_cache, {}
+        unpublished = self.unpublished_smem_writes
         with self.builder.scope():
             try:
                 yield
             finally:
                 self.cache, self._thread_index = saved, thread_index
                 self.block_cache = saved_block
+                self.unpublished_smem_writes |= unpublished  # the region may not have run
+
+    def first_copy(self, distribution: Distribution) -> Guard | None:
+        """The guard of a store from a replicated layout: only the thread holding the first
+        copy of each element writes it (None when every element has one holder)."""
+        mask = distribution.replica_mask
+        if not mask:
+            return None
+        key = ("first_copy", mask)
+        if key not in self.cache:
+            bits = self.builder.compute("and.b32", "b32", self.thread_index(), mask)
+            self.cache[key] = self.builder.compute("setp.eq.b32", "pred", bits, 0)
+        return Guard(self.cache[key])
 
     def thread_index(self) -> Register:
         """The thread's index within its warpgroup (0..127), as .u32."""

@@ -16,6 +16,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering.compare import lower_vector_compare, lower_vector_select
 from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.proxy import writes_smem
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.scalar import constant_scalar
 from smalti.lowering.values import (
@@ -155,6 +156,8 @@ def _for(ctx: LoweringContext, op: ir.Operation) -> None:
         ctx.set(body.arguments[0], ScalarValue(counter, INDEX, divisor))
         for argument, home in zip(list(body.arguments)[1:], homes, strict=True):
             ctx.set(argument, home)
+        if writes_smem(body):  # the previous iteration's stores precede this one's reads
+            ctx.unpublished_smem_writes = True
         yielded = _lower_block(ctx, body)
         assign(ctx, op, homes, list(yielded))
         b.emit("add.s64", counter, counter, step.operand)

@@ -82,6 +82,7 @@ INTEGER_OPS = {
     "arith.ori": "or.{b}",
     "arith.xori": "xor.{b}",
 }
+LOGICAL_OPS = ("arith.andi", "arith.ori", "arith.xori")  # the integer ops i1 vectors have
 
 
 def _result_array(ctx: LoweringContext, op: ir.Operation, element: ElementType,
@@ -113,9 +114,11 @@ def lower_elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
         raise error_at(op, f"vectors of {op.results[0].type} are not supported")
     operands = _operands(ctx, op)
     b = ctx.builder
+    if element.scalar == "pred" and op.name not in LOGICAL_OPS:
+        raise error_at(op, "vectors of i1 support only andi, ori and xori")
     if op.name in INTEGER_OPS and not element.is_float:
-        opcode = INTEGER_OPS[op.name].format(s=element.scalar, b=f"b{element.bits}",
-                                             u=f"u{element.bits}")
+        bits = "pred" if element.scalar == "pred" else f"b{element.bits}"
+        opcode = INTEGER_OPS[op.name].format(s=element.scalar, b=bits, u=f"u{element.bits}")
 
         def make(v: int, k: int) -> Register:
             return b.compute(opcode, element.scalar, *(a.vectors[v][k] for a in operands))
@@ -202,7 +205,7 @@ def splat_constant(ctx: LoweringContext, op: ir.Operation, attr: ir.Attribute) -
         raise error_at(op, "non-splat vector constants are not supported yet")
     vector_type = ir.VectorType(op.results[0].type)
     element = element_type(vector_type.element_type)
-    if element is None or element.bits == 1:
+    if element is None:
         raise error_at(op, f"vector constants of {vector_type.element_type} are not supported")
     layout = layouts_of(op, "out_layouts", 1)[0]
     shape = tuple(vector_type.shape)
@@ -213,13 +216,16 @@ def splat_constant(ctx: LoweringContext, op: ir.Operation, attr: ir.Attribute) -
         bits = bits | (bits << 16)
     register_type = element.packed if pack == 2 else element.scalar
     reg = ctx.builder.reg(register_type)
-    ctx.builder.emit(f"mov.b{32 if pack == 2 else element.bits}", reg, Immediate(bits))
+    move = "mov.pred" if element.scalar == "pred" else f"mov.b{32 if pack == 2 else element.bits}"
+    ctx.builder.emit(move, reg, Immediate(bits))
     vectors = tuple((reg,) * (length // pack) for _ in range(count))
     ctx.set(op.results[0], FragmentedArray(layout, shape, element, vectors, length))
 
 
 def constant_bits(element: ElementType, attr: ir.Attribute) -> int:
     """The bit pattern of a scalar constant attribute of `element` type."""
+    if isinstance(attr, ir.BoolAttr):
+        return int(ir.BoolAttr(attr).value)
     if isinstance(attr, ir.IntegerAttr):
         return ir.IntegerAttr(attr).value & ((1 << element.bits) - 1)
     value = ir.FloatAttr(attr).value

@@ -64,7 +64,8 @@ def lower_kernel(func: ir.Operation) -> Kernel:
     signature = kernel_signature(func)
     block = signature.block
     builder = KernelBuilder(signature.name, maxntid=block,
-                            directives=warpgroup.kernel_directives(func))
+                            directives=(*warpgroup.kernel_directives(func),
+                                        *cluster_directives(signature.cluster)))
     ctx = LoweringContext(builder, signature)
     entry = func.regions[0].blocks[0]
     params = [builder.param(arg.name, "u64" if arg.shape is not None else
@@ -88,6 +89,15 @@ def lower_kernel(func: ir.Operation) -> Kernel:
     debug.declare_debug_buffer(ctx, func)
     lower_block(ctx, entry)
     return builder.build()
+
+
+def cluster_directives(cluster: tuple[int, int, int]) -> tuple[str, ...]:
+    """`.reqnctapercluster X, Y, Z` for a kernel of clusters larger than one CTA: the launch
+    then takes that shape unless it names one, which must be the same (PTX ISA 11.7.1);
+    `.explicitcluster` would add nothing to it."""
+    if cluster == (1, 1, 1):
+        return ()
+    return (".reqnctapercluster " + ", ".join(map(str, cluster)),)
 
 
 def lower_block(ctx: LoweringContext, block: ir.Block) -> tuple[LoweredValue, ...]:

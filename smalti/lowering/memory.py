@@ -22,6 +22,7 @@ from smalti.lowering.values import (
     BufferValue,
     FragmentedArray,
     ScalarValue,
+    element_type,
     elements_per_register,
 )
 from smalti.ptx import Address, Register, VectorOperand
@@ -179,6 +180,8 @@ def _vector_suffix(units: int) -> str:
 
 @lowering_rule("smalti.vector_load")
 def _vector_load(ctx: LoweringContext, op: ir.Operation) -> None:
+    if element_type(ir.VectorType(op.results[0].type).element_type) is None:
+        raise error_at(op, f"vectors of {op.results[0].type} are not supported")
     if is_smem_value(ctx, op.operands[0]):
         load_smem(ctx, op)
         return
@@ -224,6 +227,8 @@ def _vector_store(ctx: LoweringContext, op: ir.Operation) -> None:
                            f"{layout}")
     buffer = ctx.buffer(op, op.operands[1])
     b = ctx.builder
+    guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
+        layout.distribution(array.shape))
     halves: dict[tuple[int, int], list[Register]] = {}
     for register, access in _accesses(ctx, op, buffer, list(op.operands)[2:], layout,
                                       array.shape):
@@ -236,9 +241,9 @@ def _vector_store(ctx: LoweringContext, op: ir.Operation) -> None:
                 lo, hi = b.reg("b16"), b.reg("b16")
                 b.emit("mov.b32", VectorOperand((lo, hi)), array.vectors[register][key[1]])
                 halves[key] = [lo, hi]
-            b.emit("st.global.b16", address, halves[key][access.first % 2])
+            b.emit("st.global.b16", address, halves[key][access.first % 2], guard=guard)
             continue
         start = access.first // array.pack
         sources = array.vectors[register][start:start + units]
         source = VectorOperand(tuple(sources)) if units > 1 else sources[0]
-        b.emit(f"st.global{_vector_suffix(units)}.{unit}", address, source)
+        b.emit(f"st.global{_vector_suffix(units)}.{unit}", address, source, guard=guard)

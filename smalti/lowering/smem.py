@@ -22,11 +22,12 @@ from smalti.lowering.values import (
     ElementType,
     FragmentedArray,
     ScalarValue,
-    element_type,
     elements_per_register,
+    memory_element_type,
 )
 from smalti.ptx import Address, Immediate, Register, Symbol, VectorOperand
 from smalti.tiling import (
+    WARPGROUP_SIZE,
     Distribution,
     Layout,
     LayoutError,
@@ -35,6 +36,7 @@ from smalti.tiling import (
     Transform,
     TransposeTransform,
     WGSplatLayout,
+    WGStridedLayout,
     physical_shape,
 )
 
@@ -92,7 +94,7 @@ def smem_address(ctx: LoweringContext, ref: SmemRef, extra: int = 0) -> Register
 
 
 def _element(op: ir.Operation, value: ir.Value) -> ElementType:
-    element = element_type(ir.MemRefType(value.type).element_type)
+    element = memory_element_type(ir.MemRefType(value.type).element_type)
     if element is None:
         raise error_at(op, f"shared-memory refs of {value.type} are not supported")
     return element
@@ -262,9 +264,7 @@ def _accesses(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: lis
     if isinstance(layout, WGSplatLayout):
         raise error_at(op, "cannot access memory with a splat layout")
     dist = layout.distribution(shape)
-    if not dist.separable:
-        raise error_at(op, "this layout does not split into thread and register parts over "
-                           f"{list(shape)}; shared-memory accesses need it to")
+    flat = None if dist.separable else _flat_thread_index(ctx, op, layout, shape)
     bases = [ctx.scalar(op, v) for v in indices]
     last = len(shape) - 1
     alignment = math.gcd(*(o[last] for o in dist.register_origins),
@@ -277,15 +277,20 @@ def _accesses(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: lis
     while (run % (width * 2) == 0 and alignment % (width * 2) == 0
            and width * 2 * ref.element.bytes <= MAX_ACCESS_BYTES):
         width *= 2
-    threads = _thread_parts(ctx, dist)
+    threads = _thread_parts(ctx, dist) if flat is None else [None] * len(shape)
     b = ctx.builder
     uniform = [_u32(ctx, s) for s in bases]
     base = smem_address(ctx, ref)
     for register, origin in enumerate(dist.register_origins):
         for first in range(0, dist.vector_length, width):
+            if flat is not None:
+                threads = _unravel(ctx, flat, register * WARPGROUP_SIZE * dist.vector_length
+                                   + first, shape)
+                origin = (0,) * len(shape)
             index: list[Index] = []
             for d in range(len(shape)):
-                static = origin[d] + (first * dist.vector_step if d == dist.vector_dim else 0)
+                static = origin[d] + (first * dist.vector_step
+                                      if d == dist.vector_dim and flat is None else 0)
                 known = uniform[d]
                 value: Index = static
                 if isinstance(known, Immediate):
@@ -300,6 +305,32 @@ def _accesses(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: lis
             address = (Address(base, offset) if isinstance(offset, int)
                        else Address(b.compute("add.u32", "u32", base, offset)))
             yield register, first, width, address
+
+
+def _flat_thread_index(ctx: LoweringContext, op: ir.Operation, layout: Layout,
+                       shape: tuple[int, ...]) -> Register:
+    """This thread's first flat (row-major) element of a strided layout whose thread part does
+    not split per dim (a dim that is no power of two): accesses then unravel flat indices."""
+    if not isinstance(layout, WGStridedLayout):
+        raise error_at(op, "this layout does not split into thread and register parts over "
+                           f"{list(shape)}; shared-memory accesses need it to")
+    return ctx.builder.compute("mul.lo.u32", "u32", ctx.thread_index(), layout.vec)
+
+
+def _unravel(ctx: LoweringContext, flat: Register, offset: int, shape: tuple[int, ...]
+             ) -> list[Register | None]:
+    """Per dim, the index of flat element `flat + offset` of a row-major array of `shape`
+    (div/rem by constants, which ptxas turns into multiply-shifts)."""
+    b = ctx.builder
+    position = flat if offset == 0 else b.compute("add.u32", "u32", flat, offset)
+    parts: list[Register | None] = []
+    for d in range(len(shape)):
+        stride = math.prod(shape[d + 1:])
+        part = position if stride == 1 else b.compute("div.u32", "u32", position, stride)
+        if d > 0:
+            part = b.compute("rem.u32", "u32", part, shape[d])
+        parts.append(part)
+    return parts
 
 
 def _access_type(pack: int, element: ElementType, register_type: str, count: int
@@ -347,18 +378,22 @@ def store_smem(ctx: LoweringContext, op: ir.Operation) -> None:
                            f"{layout}")
     ref = smem_ref(ctx, op, op.operands[1])
     b = ctx.builder
+    guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
+        layout.distribution(array.shape))
     for register, first, count, address in _accesses(ctx, op, ref, list(op.operands)[2:],
                                                      layout, array.shape):
         if count < array.pack:  # one 16-bit half of a packed pair
             halves = (b.reg("b16"), b.reg("b16"))
             b.emit("mov.b32", VectorOperand(halves), array.vectors[register][first // 2])
-            b.emit("st.shared.b16", address, halves[first % 2])
+            b.emit("st.shared.b16", address, halves[first % 2], guard=guard)
             continue
         unit, units = _access_type(array.pack, ref.element, array.register_type, count)
         start = first // array.pack
         sources = array.vectors[register][start:start + units]
         source = VectorOperand(tuple(sources)) if units > 1 else sources[0]
-        b.emit(f"st.shared{f'.v{units}' if units > 1 else ''}.{unit}", address, source)
+        b.emit(f"st.shared{f'.v{units}' if units > 1 else ''}.{unit}", address, source,
+               guard=guard)
+    ctx.unpublished_smem_writes = True  # for wgmma / TMA stores: smalti.lowering.proxy
 
 
 def is_smem_value(ctx: LoweringContext, value: ir.Value) -> bool:

@@ -6,6 +6,12 @@ tiles it covers are consecutive in shared memory; one `cp.async.bulk.tensor` per
 kernel takes one tensor map per distinct (global ref, box, swizzle), in the order the ops
 first need them (`tensor_map_records`), as `.param .align 64 .b8 NAME[128]` parameters
 after its arguments. Thread 0 of the warpgroup issues every copy.
+
+A `collective` async_load is shared by the n CTAs along the named cluster dims: the SMEM
+ref's leading dim is cut into n parts, CTA i of them (its linear position along those dims)
+copies part i with `.multicast::cluster` into the same offsets of all n CTAs, so every CTA's
+barrier receives the whole ref's bytes. The 16-bit ctaMask is the pattern of the n ranks
+seen from the CTA whose collective coordinates are 0, shifted by that CTA's rank.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ from jaxlib.mlir import ir
 from smalti.dialect.attributes import attr_to_transforms
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import TensorMapRecord
+from smalti.dialect.ops_memory import collective_dims, collective_part_shape
 from smalti.lowering.barriers import barrier_address, leader, warpgroup_sync
 from smalti.lowering.context import LoweringContext
+from smalti.lowering.proxy import publish_smem_writes
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, smem_address, smem_ref, static_offset
-from smalti.lowering.values import ELEMENT_TYPES
+from smalti.lowering.values import ELEMENT_TYPES, ElementType
 from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
 from smalti.ptx.module import TensorAddress
 from smalti.tiling import (
@@ -37,6 +45,7 @@ from smalti.tiling.smem import TMA_MAX_BOX
 
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
+PART_ALIGN = 128  # bytes: a TMA copy's shared-memory destination is 128-byte aligned
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,54 @@ def plan_copies(shape: tuple[int, ...], transforms: tuple[Transform, ...]) -> Co
     origins = tuple(tuple(i * b for i, b in zip(position, box, strict=True))
                     for position in itertools.product(*(range(c) for c in counts)))
     return Copies(box, origins)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """How the CTAs along `dims` of a kernel's `cluster` share one async_load."""
+
+    dims: tuple[int, ...]
+    cluster: tuple[int, int, int]
+
+    @property
+    def parts(self) -> int:
+        return math.prod(self.cluster[d] for d in self.dims)
+
+    @property
+    def strides(self) -> tuple[int, int, int]:
+        """Rank distance between neighbours along x, y, z (%cluster_ctarank is x-fastest)."""
+        x, y, _ = self.cluster
+        return (1, x, x * y)
+
+    @property
+    def pattern(self) -> int:
+        """The ctaMask of the CTA whose coordinates along `dims` are 0 (and whose rank is 0)."""
+        ranges = [range(self.cluster[d]) for d in self.dims]
+        return sum(1 << sum(c * self.strides[d] for c, d in zip(coords, self.dims, strict=True))
+                   for coords in itertools.product(*ranges))
+
+
+def _collective(ctx: LoweringContext, op: ir.Operation) -> Collective | None:
+    dims = collective_dims(op)
+    return Collective(dims, ctx.signature.cluster) if dims else None
+
+
+def _check_part(op: ir.Operation, shape: tuple[int, ...], part: tuple[int, ...],
+                transforms: tuple[Transform, ...], element: ElementType) -> None:
+    """A collective part is a contiguous, TMA-aligned piece of the SMEM ref."""
+    if part == shape:
+        return
+    what = f"a collective part ({list(part)} of {list(shape)})"
+    if (problem := tma_incompatibility(transforms, element.bytes, part)) is not None:
+        raise error_at(op, f"TMA cannot copy {what}: {problem}")
+    ref = SmemRef(0, shape, element, transforms)
+    size = math.prod(part) * element.bytes
+    start = static_offset(ref, (part[0], *([0] * (len(shape) - 1))), swizzled=False)
+    swizzles = [t.swizzle_bytes for t in transforms if isinstance(t, SwizzleTransform)]
+    align = max(PART_ALIGN, 8 * swizzles[0] if swizzles else 0)
+    if start != size or size % align:
+        raise error_at(op, f"TMA cannot copy {what}: each part must be a contiguous run of "
+                           f"shared memory whose size ({size} bytes) is a multiple of {align}")
 
 
 def _smem_operand(op: ir.Operation) -> tuple[ir.Value, ir.Value]:
@@ -105,9 +162,11 @@ def _record(op: ir.Operation, param: str) -> TensorMapRecord:
         raise error_at(op, "TMA cannot write transposed shared memory")
     if (problem := tma_incompatibility(transforms, element.bytes, shape)) is not None:
         raise error_at(op, f"TMA cannot use this shared-memory ref: {problem}")
+    part = collective_part_shape(op)
+    _check_part(op, shape, part, transforms, element)
     gmem_type = ir.MemRefType(gmem.type)
     lengths = _lengths(op, shape, gmem_type.rank)
-    box = iter(plan_copies(shape, transforms).box)
+    box = iter(plan_copies(part, transforms).box)
     global_box = tuple(1 if n == -1 else next(box) for n in lengths)
     swizzles = [t.swizzle_bytes for t in transforms if isinstance(t, SwizzleTransform)]
     return TensorMapRecord(param, gmem.arg_number, str(gmem_type.element_type),
@@ -151,18 +210,29 @@ def _tensor_map(ctx: LoweringContext, op: ir.Operation) -> Register:
     return ctx.kernel_state["tensor_maps"][(record.arg, record.box, record.swizzle)]
 
 
-def _copies(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: list[ir.Value]):
-    """(SMEM address, coordinates innermost first) per box of an async op."""
+def _copies(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: list[ir.Value],
+            part: Register | None = None):
+    """(SMEM address, coordinates innermost first) per box of an async op; with `part` (a
+    collective part index), those of that part of the ref."""
     gmem, _ = _smem_operand(op)
     rank = ir.MemRefType(gmem.type).rank
     lengths = _lengths(op, ref.shape, rank)
-    plan = plan_copies(ref.shape, ref.transforms)
+    shape = collective_part_shape(op)
+    plan = plan_copies(shape, ref.transforms)
     b = ctx.builder
-    starts = []
+    starts: list[int | Register] = []
     for value in indices:
         scalar = ctx.scalar(op, value)
         starts.append(int(scalar.constant) if scalar.constant is not None
                       else b.compute("cvt.u32.u64", "u32", scalar.operand))
+    base: Register | None = None
+    if part is not None:  # part i: rows [i * rows, (i + 1) * rows) of the leading SMEM dim
+        leading = next(d for d, n in enumerate(lengths) if n != -1)
+        row = b.compute("mul.lo.u32", "u32", part, shape[0])
+        start = starts[leading]
+        starts[leading] = row if start == 0 else b.compute("add.s32", "b32", row, start)
+        size = math.prod(shape) * ref.element.bytes
+        base = b.compute("mad.lo.u32", "u32", part, size, smem_address(ctx, ref))
     for origin in plan.origins:
         offsets = iter(origin)
         coords = []
@@ -173,7 +243,9 @@ def _copies(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: list[
             else:
                 coords.append(start if shift == 0 else b.compute("add.s32", "b32", start, shift))
         byte = static_offset(ref, origin, swizzled=False)
-        yield Address(smem_address(ctx, ref, byte)), VectorOperand(tuple(reversed(coords)))
+        address = (Address(smem_address(ctx, ref, byte)) if base is None
+                   else Address(base, byte))
+        yield address, VectorOperand(tuple(reversed(coords)))
 
 
 @lowering_rule("smalti.async_load")
@@ -184,21 +256,52 @@ def _async_load(ctx: LoweringContext, op: ir.Operation) -> None:
     tmap = _tensor_map(ctx, op)
     rank = ir.MemRefType(op.operands[0].type).rank
     guard = Guard(leader(ctx))
-    for address, coords in _copies(ctx, op, ref, list(op.operands)[4:]):
-        ctx.builder.emit(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
-                         "mbarrier::complete_tx::bytes", address, TensorAddress(tmap, coords),
-                         barrier, guard=guard)
+    opcode = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
+              "mbarrier::complete_tx::bytes")
+    collective = _collective(ctx, op)
+    if collective is None:
+        for address, coords in _copies(ctx, op, ref, list(op.operands)[4:]):
+            ctx.builder.emit(opcode, address, TensorAddress(tmap, coords), barrier, guard=guard)
+        return
+    part, mask = _part_and_mask(ctx, collective)
+    for address, coords in _copies(ctx, op, ref, list(op.operands)[4:], part):
+        ctx.builder.emit(f"{opcode}.multicast::cluster", address, TensorAddress(tmap, coords),
+                         barrier, mask, guard=guard)
+
+
+def _part_and_mask(ctx: LoweringContext, collective: Collective) -> tuple[Register, Register]:
+    """This CTA's part index along the collective dims (x-fastest among them) and the
+    16-bit ctaMask of the CTAs sharing the load (memoised per dims)."""
+    key = ("collective", tuple(sorted(collective.dims)))
+    if key not in ctx.cache:
+        b = ctx.builder
+        rank = b.special("%cluster_ctarank")
+        part: Register | None = None
+        scale = 1
+        first = rank  # the rank of the CTA with the same coordinates but 0 along the dims
+        for d in sorted(collective.dims):
+            coord = b.special(f"%cluster_ctaid.{'xyz'[d]}")
+            part = coord if part is None else b.compute("mad.lo.u32", "u32", coord, scale,
+                                                         part)
+            scale *= collective.cluster[d]
+            stride = collective.strides[d]
+            step = coord if stride == 1 else b.compute("mul.lo.u32", "u32", coord, stride)
+            first = b.compute("sub.u32", "u32", first, step)
+        mask = b.compute("shl.b32", "b32", Immediate(collective.pattern), first)
+        assert part is not None
+        ctx.cache[key] = (part, b.compute("cvt.u16.u32", "u16", mask))
+    return ctx.cache[key]
 
 
 @lowering_rule("smalti.async_store")
 def _async_store(ctx: LoweringContext, op: ir.Operation) -> None:
-    """Make the warpgroup's SMEM writes visible to TMA, meet, then thread 0 stores."""
+    """Publish the warpgroup's SMEM writes to the async proxy (when any), then thread 0
+    stores."""
     ref = smem_ref(ctx, op, op.operands[0])
     tmap = _tensor_map(ctx, op)
     rank = ir.MemRefType(op.operands[1].type).rank
     b = ctx.builder
-    b.emit("fence.proxy.async.shared::cta")
-    warpgroup_sync(ctx)
+    publish_smem_writes(ctx)
     guard = Guard(leader(ctx))
     for address, coords in _copies(ctx, op, ref, list(op.operands)[2:]):
         b.emit(f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group",

@@ -19,6 +19,7 @@ class ElementType:
     bits: int
     scalar: str  # PTX type of one element: "f32", "bf16", "s32", "pred"
     packed: str | None = None  # PTX type of two elements in one .b32 register, if any
+    in_registers: bool = True  # False: only memory holds it (TMA moves it, wgmma reads it)
 
     @property
     def is_float(self) -> bool:
@@ -35,6 +36,8 @@ ELEMENT_TYPES = {
         ElementType("f32", 32, "f32"),
         ElementType("bf16", 16, "bf16", "bf16x2"),
         ElementType("f16", 16, "f16", "f16x2"),
+        ElementType("f8E4M3FN", 8, "b8", in_registers=False),
+        ElementType("f8E5M2", 8, "b8", in_registers=False),
         ElementType("i32", 32, "s32"),
         ElementType("i16", 16, "s16"),
         ElementType("i64", 64, "s64"),
@@ -46,6 +49,13 @@ ELEMENT_TYPES = {
 
 
 def element_type(t: ir.Type) -> ElementType | None:
+    """The element type of a register value (scalar or vector element), None if unsupported."""
+    element = ELEMENT_TYPES.get(str(t))
+    return element if element is not None and element.in_registers else None
+
+
+def memory_element_type(t: ir.Type) -> ElementType | None:
+    """The element type of a global or shared memory ref, None if unsupported."""
     return ELEMENT_TYPES.get(str(t))
 
 

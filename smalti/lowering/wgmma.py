@@ -5,7 +5,9 @@ swizzle mode << 62, NOTES.md) whose start moves per 64-row block and per 32-byte
 The offsets come from the ref's transforms: K-major (K contiguous): SBO is the distance
 between 8-row groups, LBO unused; MN-major: LBO is the distance between swizzle-span chunks
 of MN, SBO between 8-row groups of K. A is MN-major when its transforms start with a
-transpose; B (K x N) is MN-major unless they do.
+transpose; B (K x N) is MN-major unless they do. Each instruction takes 32 bytes of K (k16
+for bf16/f16, k8 for tf32, k32 for f8); only bf16/f16 take the imm-trans-a/b operands (the
+verifier keeps f32 and f8 operands K-major).
 
     wgmma.fence; per K step, per 64-row block: wgmma.mma_async; commit_group; wait_group 0
 """
@@ -15,20 +17,23 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
+from smalti.dialect.ops_mma import (
+    PTX_INPUT_TYPES,
+    TRANSPOSABLE_TYPES,
+    is_transposed,
+    mn_major_problem,
+)
 from smalti.lowering.context import LoweringContext
+from smalti.lowering.proxy import publish_smem_writes
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, smem_address, smem_ref, static_offset
 from smalti.lowering.values import FragmentedArray
 from smalti.ptx import Immediate, Register, VectorOperand
-from smalti.tiling import WGMMA_LAYOUT, TransposeTransform
+from smalti.tiling import WGMMA_LAYOUT
 
 M_BLOCK = 64
 K_BYTES = 32
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
-
-
-def _transposed(ref: SmemRef) -> bool:
-    return bool(ref.transforms) and ref.transforms[0] == TransposeTransform((1, 0))
 
 
 def _offset(ref: SmemRef, mn: int, k: int, is_b: bool) -> int:
@@ -41,7 +46,7 @@ def _descriptor_fields(op: ir.Operation, ref: SmemRef, is_b: bool) -> tuple[bool
     if ref.swizzle is None:
         raise error_at(op, "wgmma operands in shared memory must be swizzled; give the ref "
                            "swizzled transforms")
-    mn_major = _transposed(ref) != is_b
+    mn_major = is_transposed(ref.transforms) != is_b
     origin = _offset(ref, 0, 0, is_b)
     if mn_major:
         chunk = ref.swizzle // ref.element.bytes
@@ -132,14 +137,20 @@ def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
         if a_value.layout != WGMMA_LAYOUT or a_value.pack != 2:
             raise error_at(op, "A in registers must be 16-bit values in the WGMMA layout")
         a_where = _vector_index(a_value)
-        a_ref, a_mn_major = None, False
+        a_ref, a_mn_major, a_element = None, False, a_value.element
     else:
         a_ref = smem_ref(ctx, op, op.operands[1])
         a_mn_major, a_bits = _descriptor_fields(op, a_ref, is_b=False)
         a_base = _descriptor_base(ctx, a_ref, a_bits)
+        a_element = a_ref.element
+    for what, operand, mn_major in (("A", a_element, a_mn_major), ("B", element, b_mn_major)):
+        if (problem := mn_major_problem(what, operand.name, mn_major)) is not None:
+            raise error_at(op, problem)
+    transposable = element.name in TRANSPOSABLE_TYPES
     scale_d = _true(ctx)
     opcode = (f"wgmma.mma_async.sync.aligned.m{M_BLOCK}n{n}k{k_step}.f32."
-              f"{element.scalar}.{element.scalar}")
+              f"{PTX_INPUT_TYPES[a_element.name]}.{PTX_INPUT_TYPES[element.name]}")
+    publish_smem_writes(ctx)  # operands the threads stored are visible to wgmma
     b.emit("wgmma.fence.sync.aligned")
     for step in range(steps):
         b_desc = _descriptor(ctx, b_base, _offset(b_ref, 0, k_step * step, True)
@@ -153,8 +164,10 @@ def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
                 a_operand = _descriptor(ctx, a_base, _offset(a_ref, M_BLOCK * block,
                                                              k_step * step, False)
                                         - _offset(a_ref, 0, 0, False))
-                tail.append(Immediate(int(a_mn_major)))
-            tail.append(Immediate(int(b_mn_major)))
+                if transposable:
+                    tail.append(Immediate(int(a_mn_major)))
+            if transposable:
+                tail.append(Immediate(int(b_mn_major)))
             b.emit(opcode, d, a_operand, b_desc, *tail)
     b.emit("wgmma.commit_group.sync.aligned")
     b.emit("wgmma.wait_group.sync.aligned", Immediate(0))

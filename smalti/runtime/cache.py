@@ -199,7 +199,8 @@ def _signature(data: dict) -> KernelSignature:
         debug_prints=tuple(DebugPrintRecord(**{
             **d, "shape": tuple(d["shape"]),
             "layout": None if d["layout"] is None else text_to_layout(d["layout"])})
-            for d in data.get("debug_prints", ())))
+            for d in data.get("debug_prints", ())),
+        cluster=tuple(data.get("cluster", (1, 1, 1))))
 
 
 _CACHES: dict[Path | None, KernelCache] = {}

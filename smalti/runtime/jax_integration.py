@@ -18,7 +18,7 @@ from smalti.dialect.kernel import KernelSignature, TensorMapRecord
 from smalti.runtime.cache import CompiledKernel, cache_directory
 from smalti.runtime.compiler import CompiledModule
 from smalti.runtime.launcher import TARGET_NAME
-from smalti.runtime.simulate import NUMPY_DTYPES, run_simulated
+from smalti.runtime.simulate import NUMPY_DTYPES, launch_cluster, run_simulated
 from smalti.runtime.tensor_maps import encode_arguments
 
 # CUtensorMapDataType values of the CUDA driver API.
@@ -54,12 +54,15 @@ def check_call(signature: KernelSignature, args: Sequence[object],
 
 
 def call_kernel(compiled: CompiledKernel, args: Sequence[object],
-                outputs: Sequence[OutputSpec], *, cluster: tuple[int, int, int] = (1, 1, 1)
+                outputs: Sequence[OutputSpec], *, cluster: tuple[int, ...] | None = None
                 ) -> list:
-    """Run `compiled` on `args` (jax.Arrays, tracers or numpy arrays); its output arrays."""
+    """Run `compiled` on `args` (jax.Arrays, tracers or numpy arrays); its output arrays.
+    The launch's cluster is the kernel's `smalti.cluster`; a `cluster` given here must be
+    the same (ValueError otherwise)."""
     import jax
 
     check_call(compiled.signature, args, outputs)
+    cluster = launch_cluster(compiled.signature, cluster)
     structs = tuple(jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in outputs)
 
     def on_cpu(*inputs: object) -> tuple:
@@ -83,19 +86,19 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
 
 
 def simulate(compiled: CompiledKernel, outputs: tuple[OutputSpec, ...],
-             cluster: tuple[int, int, int], *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+             cluster: tuple[int, ...] | None, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
     """The kernel run by the PTX simulator on host copies; the output buffers after it."""
     buffers = [np.asarray(x) for x in inputs] + [np.zeros(shape, dtype)
                                                  for shape, dtype in outputs]
     module = CompiledModule(compiled.ptx, {compiled.name: compiled.signature}, compiled.arch)
-    options = {"cluster": cluster} if cluster != (1, 1, 1) else {}
-    after = run_simulated(module, *buffers, **options)
+    after = run_simulated(module, *buffers, cluster=cluster)
     return tuple(after[len(inputs):])
 
 
-def ffi_attributes(compiled: CompiledKernel, cluster: tuple[int, int, int]) -> dict:
-    """The custom call's attributes: what launcher.cc reads."""
+def ffi_attributes(compiled: CompiledKernel, cluster: tuple[int, ...] | None = None) -> dict:
+    """The custom call's attributes: what launcher.cc reads (the cluster: the kernel's)."""
     signature = compiled.signature
+    cluster = launch_cluster(signature, cluster)
     launch = [*signature.grid, *signature.block, *cluster, signature.smem_bytes]
     return {
         "cubin": np.frombuffer(compiled.cubin or b"", dtype=np.uint8),

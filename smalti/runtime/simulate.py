@@ -54,13 +54,30 @@ def check_arguments(signature: KernelSignature, args: tuple) -> list:
     return checked
 
 
+def launch_cluster(signature: KernelSignature,
+                   cluster: tuple[int, ...] | int | None = None) -> tuple[int, int, int]:
+    """The cluster shape a launch of the kernel uses: its `smalti.cluster`. A shape the
+    caller names (1 to 3 ints) must be the same: the PTX requires it (.reqnctapercluster)."""
+    if cluster is None:
+        return signature.cluster
+    dims = (cluster,) if isinstance(cluster, int) else tuple(cluster)
+    shape = (*dims, 1, 1)[:3]
+    if not 1 <= len(dims) <= 3 or shape != signature.cluster:
+        raise ValueError(f"kernel {signature.name} is compiled for clusters of "
+                         f"{signature.cluster} CTAs (its 'smalti.cluster'); the launch asks "
+                         f"for {cluster!r}")
+    return signature.cluster
+
+
 def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None,
                   print_fn: Callable[[str], None] | None = None, **options) -> list:
     """Run `kernel` on copies of `args`; return the arguments after the run (buffers updated).
-    `options` go to `smalti.sim.run_ptx` (async_completion, seed, spurious_waits). A kernel
-    with `smalti.debug_print` ops gets its hidden debug buffer, and what it printed goes to
-    `print_fn` (default: a line on stderr), block by block in launch order."""
+    `options` go to `smalti.sim.run_ptx` (async_completion, seed, spurious_waits; a
+    `cluster`, if given, must be the kernel's). A kernel with `smalti.debug_print` ops gets
+    its hidden debug buffer, and what it printed goes to `print_fn` (default: a line on
+    stderr), block by block in launch order."""
     signature = compiled.signature(kernel)
+    cluster = launch_cluster(signature, options.pop("cluster", None))
     buffers = [a.copy() if isinstance(a, np.ndarray) else a
                for a in check_arguments(signature, args)]
     from smalti.runtime.tensor_maps import sim_tensor_maps
@@ -69,7 +86,8 @@ def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None,
              else [])
     run_ptx(compiled.ptx, signature.name, signature.grid, signature.block,
             [*buffers, *sim_tensor_maps(signature, buffers), *debug],
-            shared_bytes=signature.smem_bytes, **options)
+            shared_bytes=signature.smem_bytes,
+            cluster=None if cluster == (1, 1, 1) else cluster, **options)
     if debug:
         for line in debug_print_lines(signature, debug[0]):
             (print_fn or _print_stderr)(line)

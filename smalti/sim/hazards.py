@@ -205,10 +205,12 @@ class SharedHazards:
         """Check bytes an async-proxy write (a TMA load) issued by `thread` will overwrite."""
         if not self._ready:
             self._allocate()
-        self._owned(idx[None, :], np.array([thread]), reading=False)
+        rows, issuer = idx[None, :], np.array([thread])
+        self._owned(rows, issuer, reading=False)
         reader = self.reader[idx]
+        # a multicast writes other CTAs' bytes: ordered after their reads only cluster-wide
         late = (reader != NO_THREAD) & (reader != thread) & (
-            self.read_epoch[idx] == self.epoch[idx // self.size])
+            self._unordered(rows, self._stamp(rows, issuer), write=False)[0])
         if late.any():
             raise Fault(f"shared-memory race: {what} overwrites shared address "
                         f"{int(idx[np.argmax(late)]) % self.size:#x} that thread "

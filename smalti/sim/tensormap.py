@@ -26,6 +26,7 @@ MAX_RANK = 5
 MAX_BOX = 256
 MAX_ELEMENT_STRIDE = 8
 FLOATS = (np.float16, np.float32, np.float64, ml_dtypes.bfloat16)
+FP8 = (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)  # moved as bytes (a UINT8 map): no NaN fill
 
 _ids = itertools.count(1)
 _records: weakref.WeakValueDictionary[int, TensorMap] = weakref.WeakValueDictionary()
@@ -109,7 +110,7 @@ def _validate(tm: TensorMap) -> None:
         _fail(f"array must be a numpy array, got {type(array).__name__}")
     if not 1 <= array.ndim <= MAX_RANK:
         _fail(f"tensor rank must be 1 to {MAX_RANK}, got {array.ndim}")
-    known = array.dtype.kind in "uif" or array.dtype.type in FLOATS
+    known = array.dtype.kind in "uif" or array.dtype.type in (*FLOATS, *FP8)
     if array.dtype.itemsize not in (1, 2, 4, 8) or not known:
         _fail(f"unsupported element type {array.dtype}")
     if array.ctypes.data % 16:

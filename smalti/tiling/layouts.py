@@ -57,6 +57,9 @@ class Distribution:
     vector_dim: int
     vector_step: int
     separable: bool = True
+    # Bits of the thread index (0..127) over which threads hold copies of the same data: the
+    # thread whose index has none of them set holds the first copy (the one a store writes).
+    replica_mask: int = 0
 
     @property
     def num_registers(self) -> int:
@@ -151,11 +154,14 @@ class TiledLayout:
             raise LayoutError(f"lane dims of shape {list(shape)} span "
                               f"{math.prod(e for _, _, e in lane)} lanes, not 32")
         terms: list[ThreadTerm] = []
+        replica_mask = 0
         for group, base in ((lane, 1), (warp, WARP_SIZE)):
             divisor = base
             for d, mult, extent in reversed(group):
                 if d >= 0 and extent > 1:
                     terms.append(ThreadTerm(d, divisor, extent, mult))
+                elif d < 0:
+                    replica_mask |= (extent - 1) * divisor
                 divisor *= extent
         thread_positions = {len(entries) + d for d in (*self.warp_dims, *self.lane_dims)
                             if isinstance(d, int)}
@@ -169,7 +175,8 @@ class TiledLayout:
                 index[d] += c * mult
             origins.append(tuple(index))
         vd, vmult, vlen = entries[self.vector_dim]
-        return Distribution(tuple(shape), tuple(terms), tuple(origins), vlen, vd, vmult)
+        return Distribution(tuple(shape), tuple(terms), tuple(origins), vlen, vd, vmult,
+                            replica_mask=replica_mask)
 
     def element_index(self, shape: Shape) -> np.ndarray:
         return _element_index(self.distribution(shape))

@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--grid", required=True, metavar="X[,Y[,Z]]", help="blocks in the grid")
     parser.add_argument("--block", required=True, metavar="X[,Y[,Z]]",
                         help="threads in a block")
+    parser.add_argument("--cluster", metavar="X[,Y[,Z]]",
+                        help="CTAs per cluster (default: the kernel's .reqnctapercluster, "
+                             "which smalti writes from 'smalti.cluster'; else 1)")
     parser.add_argument("--shared-bytes", type=_non_negative, default=0, metavar="N",
                         help="dynamic shared memory per block (default 0)")
     parser.add_argument("--dtype", action="append", default=[], metavar="[FILE=]TYPE",
@@ -109,14 +112,15 @@ def _save(arg: BufferArg, out_dir: str) -> None:
 
 
 def _simulate(source_name: str, ptx: str, kernel: str, grid: tuple[int, int, int],
-              block: tuple[int, int, int], args: list[KernelArg], shared_bytes: int) -> None:
+              block: tuple[int, int, int], args: list[KernelArg], shared_bytes: int,
+              cluster: tuple[int, int, int] | None = None) -> None:
     """Run the kernel; malformed PTX and simulator errors become ToolError."""
     from smalti.ptx.parser import PtxParseError
     from smalti.sim import SimError, run_ptx
 
     values = [a.array if isinstance(a, BufferArg) else a.value for a in args]
     try:
-        run_ptx(ptx, kernel, grid, block, values, shared_bytes=shared_bytes)
+        run_ptx(ptx, kernel, grid, block, values, shared_bytes=shared_bytes, cluster=cluster)
     except PtxParseError as error:
         raise _PtxSyntaxError(f"{source_name}:{error.line}: error: {error.message}\n"
                               f"  {error.line_text}") from None
@@ -133,6 +137,7 @@ def _run(argv: Sequence[str]) -> int:
     options = parser.parse_intermixed_args(argv)
     grid = parse_dims(options.grid, "grid")
     block = parse_dims(options.block, "block")
+    cluster = None if options.cluster is None else parse_dims(options.cluster, "cluster")
     overrides = parse_dtype_overrides(options.dtype)
     args = parse_args(options.args, overrides)
     if options.out_dir is not None:
@@ -140,7 +145,8 @@ def _run(argv: Sequence[str]) -> int:
     ptx = read_input(options.ptx)
     source_name = "<stdin>" if options.ptx == "-" else options.ptx
     try:
-        _simulate(source_name, ptx, options.kernel, grid, block, args, options.shared_bytes)
+        _simulate(source_name, ptx, options.kernel, grid, block, args, options.shared_bytes,
+                  cluster)
     except _PtxSyntaxError as error:
         print(error, file=sys.stderr)
         return EXIT_FAILURE

@@ -13,8 +13,8 @@ WARPGROUP_COLLECTIVE = frozenset({
     "smalti.async_store_wait",
     "vector.multi_reduction",
 })
-# Ops the whole block meets at (bar.sync 0).
-BLOCK_COLLECTIVE = frozenset({"smalti.initialize_barrier"})
+# Ops the whole block meets at (bar.sync 0; barrier.cluster: every CTA of the cluster too).
+BLOCK_COLLECTIVE = frozenset({"smalti.initialize_barrier", "smalti.cluster_barrier"})
 
 
 def owns_vectors(op: ir.Operation) -> bool:
