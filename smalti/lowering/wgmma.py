@@ -64,15 +64,15 @@ def _descriptor_fields(op: ir.Operation, ref: SmemRef, is_b: bool) -> tuple[bool
 
 
 def _descriptor_base(ctx: LoweringContext, ref: SmemRef, bits: int) -> Register:
-    """The 64-bit descriptor of the ref's first byte (memoised)."""
+    """The 64-bit descriptor of the ref's first byte (memoised per block, like its address)."""
     key = ("wgmma_desc", ref.offset, bits)
-    if key not in ctx.cache:
+    if key not in ctx.block_cache:
         b = ctx.builder
         address = b.compute("shr.u32", "u32", smem_address(ctx, ref), 4)
         address = b.compute("and.b32", "u32", address, 0x3FFF)
         wide = b.compute("cvt.u64.u32", "u64", address)
-        ctx.cache[key] = b.compute("or.b64", "u64", wide, Immediate(bits))
-    return ctx.cache[key]
+        ctx.block_cache[key] = b.compute("or.b64", "u64", wide, Immediate(bits))
+    return ctx.block_cache[key]
 
 
 def _descriptor(ctx: LoweringContext, base: Register, offset: int) -> Register:
