@@ -2,8 +2,9 @@
 
     python benchmarks/kernel_quality.py [--repeats 5] [--no-peer]
 
-For each example: registers, spills, SASS instructions in all and in the main loop (the
-instructions between the first and the last HGMMA, for matmuls), HGMMA/UTMALDG/LDG counts
+For each example: registers, spills, SASS instructions in all and in the main loop (for
+matmuls: the innermost SASS loop holding the first HGMMA, and that loop's instructions per
+64-wide K tile of one warpgroup, since loops may be unrolled), HGMMA/UTMALDG/LDG counts
 (ptxas -v and nvdisasm from the same toolchain for both compilers), and the cold compile
 time from source to cubin (smalti: `.mlir` text through the pipeline, PTX, ptxas; Triton:
 `triton.compile` with an empty cache), medians of `--repeats` runs, each in a fresh process
@@ -21,42 +22,68 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = str(Path(__file__).parent / "peers")
-# example -> the Triton peer's compile call
+# example -> (the Triton peer's compile call, HGMMAs one warpgroup issues per 64-wide K tile).
+# Triton's matmuls get K = 4096: with a small constant K it unrolls the whole K loop.
 EXAMPLES = {
-    "pointwise_f32": "compile_pointwise('f32', 256)",
-    "pointwise_bf16": "compile_pointwise('bf16', 256)",
-    "matmul_128x128x64": "compile_matmul(512)",
+    "pointwise_f32": ("compile_pointwise('f32', 256)", None),
+    "pointwise_bf16": ("compile_pointwise('bf16', 256)", None),
+    "matmul_128x128x64": ("compile_matmul(4096)", 8),  # 2 row blocks x 4 K steps
+    "matmul_128x256x64_ws": ("compile_matmul(4096, 256, 8, 4)", 4),  # 64 rows per warpgroup
 }
-# The same matmul written in the DSL (examples/matmul.py): Python source to cubin.
+# The matmuls written in the DSL (examples/matmul.py, matmul_ws.py): Python source to cubin.
 DSL_MATMUL = """
 import os, sys, tempfile, time
 os.environ["SMALTI_CACHE_DIR"] = tempfile.mkdtemp()  # cold: nothing cached
 sys.path.insert(0, sys.argv[1])
+import importlib
 import jax, jax.numpy as jnp
-import matmul as example
-spec = jax.ShapeDtypeStruct((512, 512), jnp.bfloat16)
+module, function, size = sys.argv[2], sys.argv[3], int(sys.argv[4])
+example = importlib.import_module(module)
+spec = jax.ShapeDtypeStruct((size, size), jnp.bfloat16)
 start = time.perf_counter()
-traced, compiled = example.matmul.compile(spec, spec)
+traced, compiled = getattr(example, function).compile(spec, spec)
 seconds = time.perf_counter() - start
-measure(compiled.ptx, compiled.cubin, seconds)
+measure(compiled.ptx, compiled.cubin, seconds, k_tile_hgmma=int(sys.argv[5]))
 """
+DSL_MATMULS = {  # row name -> (module, function, size, HGMMAs per K tile per warpgroup)
+    "matmul_128x128x64 (DSL source)": ("matmul", "matmul", 512, 8),
+    "matmul_128x256x64_ws (DSL source)": ("matmul_ws", "matmul_ws", 512, 4),
+}
 
 MEASURE = """
 import json, re
 from smalti.ptx.toolchain import compile_ptx, disassemble, sass_opcode_counts
 
-def measure(ptx, cubin, seconds, extra=None):
+def main_loop(lines):
+    # The innermost loop holding the first HGMMA: from a label to the backward branch to it.
+    labels = {m.group(1): i for i, l in enumerate(lines)
+              if (m := re.match(r"\\s*(\\.L_x_\\d+):", l))}
+    first = next((i for i, l in enumerate(lines) if "HGMMA" in l), None)
+    if first is None:
+        return None
+    loops = [(labels[m.group(1)], i) for i, l in enumerate(lines)
+             if (m := re.search(r"BRA[^`]*`\\((\\.L_x_\\d+)\\)", l)) and m.group(1) in labels
+             and labels[m.group(1)] <= first <= i]
+    return min(loops, key=lambda span: span[1] - span[0]) if loops else None
+
+def measure(ptx, cubin, seconds, extra=None, k_tile_hgmma=None):
     report = next(iter(compile_ptx(ptx).reports.values()))
     sass = disassemble(cubin)
     counts = sass_opcode_counts(sass)
-    lines = [l for l in sass.splitlines() if re.search(r"/\\*[0-9a-f]{4}\\*/", l)]
-    mma = [i for i, l in enumerate(lines) if "HGMMA" in l]
-    loop = mma[-1] - mma[0] + 1 if mma else None
+    lines = [l for l in sass.splitlines()
+             if re.search(r"/\\*[0-9a-f]{4}\\*/", l) or re.match(r"\\s*\\.L_x_\\d+:", l)]
+    loop = per_k_tile = None
+    span = main_loop(lines)
+    if span is not None:
+        body = [l for l in lines[span[0]:span[1] + 1] if "/*" in l]
+        loop = len(body)
+        hgmma = sum("HGMMA" in l for l in body)
+        per_k_tile = round(loop * k_tile_hgmma / hgmma) if k_tile_hgmma else None
     print(json.dumps({"seconds": seconds, "registers": report.registers,
                       "spills": report.spill_stores + report.spill_loads,
-                      "sass": sum(counts.values()), "loop": loop, "hgmma": counts["HGMMA"],
-                      "utmaldg": counts["UTMALDG"], "ldg": counts["LDG"] + counts["LDGSTS"],
-                      "passes": extra or {}}))
+                      "sass": sum(counts.values()), "loop": loop, "per_k_tile": per_k_tile,
+                      "hgmma": counts["HGMMA"], "utmaldg": counts["UTMALDG"],
+                      "ldg": counts["LDG"] + counts["LDGSTS"], "passes": extra or {}}))
 """
 
 SMALTI_ONE_RUN = MEASURE + """
@@ -83,7 +110,7 @@ with context:
     last[0] = time.perf_counter(); text = print_module(lower_module(module))
     stamps["lower-to-ptx"] = time.perf_counter() - last[0]
 last[0] = time.perf_counter(); compile_ptx(text); stamps["ptxas"] = time.perf_counter() - last[0]
-measure(compiled.ptx, result.cubin, seconds, stamps)
+measure(compiled.ptx, result.cubin, seconds, stamps, k_tile_hgmma=eval(sys.argv[2]))
 """
 
 TRITON_ONE_RUN = MEASURE + """
@@ -91,7 +118,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import triton_compile as tc
 ptx, cubin, seconds = eval("tc." + sys.argv[2])
-measure(ptx, cubin, seconds)
+measure(ptx, cubin, seconds, k_tile_hgmma=eval(sys.argv[3]))
 """
 
 
@@ -104,7 +131,7 @@ def run_json(code: str, *args: str) -> dict:
 def row(name: str, compiler: str, runs: list[dict], ratio: str = "") -> str:
     r = runs[0]
     seconds = statistics.median(x["seconds"] for x in runs)
-    loop = r["loop"] if r["loop"] is not None else "-"
+    loop = "-" if r["loop"] is None else f"{r['loop']} ({r['per_k_tile']})"
     return (f"| {name} | {compiler} | {r['registers']} | {r['spills']} | {r['sass']} | {loop} | "
             f"{r['hgmma']} | {r['utmaldg']} | {r['ldg']} | {seconds:.3f} | {ratio} |")
 
@@ -114,24 +141,27 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-peer", action="store_true", help="skip Triton")
     args = parser.parse_args()
-    print("| kernel | compiler | registers | spills (B) | SASS | main loop | HGMMA | UTMALDG | "
-          "LDG(STS) | compile (s) | Triton / smalti compile |")
+    print("| kernel | compiler | registers | spills (B) | SASS | main loop (per K tile) | "
+          "HGMMA | UTMALDG | LDG(STS) | compile (s) | Triton / smalti compile |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     breakdowns = {}
-    for name, peer_call in EXAMPLES.items():
+    for name, (peer_call, k_tile_hgmma) in EXAMPLES.items():
         path = str(ROOT / "examples" / f"{name}.mlir")
-        ours = [run_json(SMALTI_ONE_RUN, path) for _ in range(args.repeats)]
+        ours = [run_json(SMALTI_ONE_RUN, path, repr(k_tile_hgmma)) for _ in range(args.repeats)]
         breakdowns[name] = {k: statistics.median(r["passes"][k] for r in ours)
                             for k in ours[0]["passes"]}
         print(row(name, "smalti", ours), flush=True)
         if args.no_peer:
             continue
-        theirs = [run_json(TRITON_ONE_RUN, PEERS, peer_call) for _ in range(args.repeats)]
+        theirs = [run_json(TRITON_ONE_RUN, PEERS, peer_call, repr(k_tile_hgmma))
+                  for _ in range(args.repeats)]
         ratio = (statistics.median(r["seconds"] for r in theirs)
                  / statistics.median(r["seconds"] for r in ours))
         print(row(name, "Triton", theirs, f"{ratio:.1f}x"), flush=True)
-    dsl = [run_json(MEASURE + DSL_MATMUL, str(ROOT / "examples")) for _ in range(args.repeats)]
-    print(row("matmul_128x128x64 (DSL source)", "smalti", dsl), flush=True)
+    for name, (module, function, size, k_tile_hgmma) in DSL_MATMULS.items():
+        dsl = [run_json(MEASURE + DSL_MATMUL, str(ROOT / "examples"), module, function,
+                        str(size), str(k_tile_hgmma)) for _ in range(args.repeats)]
+        print(row(name, "smalti", dsl), flush=True)
     print("\nsmalti compile time by stage (s, median):\n")
     stages = list(next(iter(breakdowns.values())))
     print("| kernel | " + " | ".join(stages) + " |")

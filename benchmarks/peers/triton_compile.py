@@ -1,7 +1,8 @@
 """Triton's versions of smalti's examples, compiled for sm_90a on the CPU: the peers of
 benchmarks/kernel_quality.py. The pointwise kernel does `out = a * b + c` over a 128x128 tile
 with four warps; the matmul is bf16 C = A @ B with f32 accumulation and bf16 output, tiles
-128x128x64, four warps (one warpgroup), two stages, like examples/matmul_128x128x64.mlir."""
+128x128x64, four warps (one warpgroup), two stages, like examples/matmul_128x128x64.mlir, or
+128x256x64, eight warps, four stages, against examples/matmul_128x256x64_ws.mlir."""
 
 from __future__ import annotations
 
@@ -70,16 +71,17 @@ def compile_pointwise(dtype: str, columns: int) -> tuple[str, bytes, float]:
     return kernel.asm["ptx"], kernel.asm["cubin"], seconds
 
 
-def compile_matmul(size: int) -> tuple[str, bytes, float]:
-    """(PTX, cubin, seconds) of the bf16 matmul for sm_90a: 128x128x64 tiles, 4 warps,
-    2 stages, on size x size x size."""
+def compile_matmul(size: int, block_n: int = 128, num_warps: int = 4, num_stages: int = 2
+                   ) -> tuple[str, bytes, float]:
+    """(PTX, cubin, seconds) of the bf16 matmul for sm_90a: 128 x `block_n` x 64 tiles, on
+    size x size x size."""
     source = triton.compiler.ASTSource(
         fn=matmul,
         signature={"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "M": "constexpr",
                    "N": "constexpr", "K": "constexpr", "BLOCK_M": "constexpr",
                    "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"},
-        constexprs={"M": size, "N": size, "K": size, "BLOCK_M": 128, "BLOCK_N": 128,
+        constexprs={"M": size, "N": size, "K": size, "BLOCK_M": 128, "BLOCK_N": block_n,
                     "BLOCK_K": 64},
         attrs={(i,): [["tt.divisibility", 16]] for i in range(3)})
-    kernel, seconds = _cold_compile(source, {"num_warps": 4, "num_stages": 2})
+    kernel, seconds = _cold_compile(source, {"num_warps": num_warps, "num_stages": num_stages})
     return kernel.asm["ptx"], kernel.asm["cubin"], seconds
