@@ -154,3 +154,23 @@ def test_ptxas_failures_leave_no_cache_entry(tmp_path, monkeypatch, script, erro
     assert type(failure.value).__name__ == error
     assert "add_one" in str(failure.value)
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+def test_key_keeps_locations_of_kernels_that_print():
+    """debug_print records carry their file:line, so a printing kernel from another file is
+    another entry (a hit would print the first file's locations)."""
+    from smalti.dialect import make_context, parse_module
+
+    text = """func.func @k(%a: memref<128xf32>) attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  "smalti.debug_print"(%c0) {format = "i = {}"} : (index) -> ()
+  return
+}
+"""
+    with make_context() as context:
+        keys = {module_text(parse_module(text, name, context)) for name in ("a.mlir", "b.mlir")}
+        quiet = {module_text(parse_module(text.replace('  "smalti.debug_print"(%c0) {format = '
+                                                       '"i = {}"} : (index) -> ()\n', ""),
+                                          name, context)) for name in ("a.mlir", "b.mlir")}
+    assert len(keys) == 2 and all("a.mlir" in k or "b.mlir" in k for k in keys)
+    assert len(quiet) == 1

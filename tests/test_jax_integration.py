@@ -1,22 +1,27 @@
 """The JAX side: the CUDA launcher builds, `jax.export` for CUDA carries the custom call and
-the cubin on a CPU-only machine, attributes encode launches and tensor maps, and calls with
-wrong arrays fail before anything runs."""
+the cubin on a CPU-only machine, attributes encode launches and tensor maps, a kernel's debug
+buffer is an extra result printed as the simulator prints it, and calls with wrong arrays fail
+before anything runs."""
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from jax import export
 
 import smalti.dsl as sd
+from smalti.dialect.context import make_context, parse_module
 from smalti.dialect.kernel import KernelArg, KernelSignature, TensorMapRecord
-from smalti.runtime import jax_integration, launcher
-from smalti.runtime.cache import CompiledKernel, ptxas_available
+from smalti.runtime import jax_integration, launcher, simulate
+from smalti.runtime.cache import CompiledKernel, KernelCache, compile_kernel, ptxas_available
+from smalti.runtime.compiler import CompiledModule
 from tests.dsl_helpers import isolated_cache, load_example  # noqa: F401
 
 NAME = launcher.TARGET_NAME
@@ -55,6 +60,7 @@ def test_export_for_cuda_carries_the_custom_call_and_the_cubin():
     assert compiled.cubin is not None
     assert compiled.cubin.hex().upper() in call
     assert 'kernel = "scale_shift"' in call
+    assert "debug_bytes = 0 : i64" in call  # no debug_print: no debug buffer
     assert "launch = dense<[3, 2, 1, 128, 1, 1, 1, 1, 1, 0]> : tensor<10xi64>" in call
     assert "tensor_maps = dense<> : tensor<0xi64>" in call
     assert "pure_callback" not in text and "callback" not in call
@@ -92,6 +98,7 @@ def test_ffi_attributes_hold_launch_configuration():
     attributes = jax_integration.ffi_attributes(compiled)  # the cluster: the kernel's
     assert list(attributes["launch"]) == [4, 2, 1, 256, 1, 1, 2, 1, 1, 1024]
     assert attributes["cubin"].tobytes() == b"\x7fELF" and attributes["kernel"] == "k"
+    assert attributes["debug_bytes"] == 0
     same = jax_integration.ffi_attributes(compiled, (2,))
     assert list(same["launch"]) == list(attributes["launch"])
     with pytest.raises(ValueError, match=r"compiled for clusters of \(2, 1, 1\) CTAs"):
@@ -118,3 +125,131 @@ def test_vmap_runs_the_kernel_per_batch_element():
 
     x = jnp.arange(3 * 128, dtype=jnp.float32).reshape(3, 128)
     np.testing.assert_array_equal(np.asarray(jax.vmap(plus_one)(x)), np.asarray(x) + 1)
+
+
+def test_launcher_binds_exactly_the_attributes_python_sets():
+    source = launcher.SOURCE.read_text()
+    bound = set(re.findall(r'\.Attr<.*?>\("(\w+)"\)', source))
+    signature = KernelSignature("k", (1, 1, 1), 1, (KernelArg("arg0", "f32", (8,)),))
+    compiled = CompiledKernel("key", ".version 8.0", signature, b"", "sm_90a")
+    assert bound == set(jax_integration.ffi_attributes(compiled))
+
+
+# Two blocks; a vector, a scalar, and a print in a loop whose count ("last of 3 runs") is only
+# right when the launcher zeroes the debug buffer before every launch.
+DEBUG_KERNEL = """func.func @dbg(%a: memref<8x256xbf16>, %out: memref<8x256xbf16>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 2>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c128 = arith.constant 128 : index
+  %bx = gpu.block_id x
+  %col = arith.muli %bx, %c128 : index
+  %v = "smalti.vector_load"(%a, %c0, %col) : (memref<8x256xbf16>, index, index) -> vector<8x128xbf16>
+  "smalti.debug_print"(%v) {format = "tile {}"} : (vector<8x128xbf16>) -> ()
+  "smalti.debug_print"(%bx) {format = "bx = {}"} : (index) -> ()
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%acc = %v) -> (vector<8x128xbf16>) {
+    %next = arith.addf %acc, %acc : vector<8x128xbf16>
+    "smalti.debug_print"(%next) {format = "loop {}"} : (vector<8x128xbf16>) -> ()
+    scf.yield %next : vector<8x128xbf16>
+  }
+  "smalti.vector_store"(%r, %out, %c0, %col) : (vector<8x128xbf16>, memref<8x256xbf16>, index, index) -> ()
+  return
+}
+"""
+DEBUG_OUTPUTS = [((8, 256), np.dtype(ml_dtypes.bfloat16))]
+# Per block: two 8x128 bf16 prints (16-byte header + 2048 bytes) and an index (16 + 8, padded
+# to 32).
+DEBUG_BYTES = 2 * (2064 + 32 + 2064)
+
+
+def compile_debug_kernel() -> CompiledKernel:
+    """DEBUG_KERNEL compiled (cubin when ptxas is there), outside any disk cache."""
+    context = make_context()
+    module = parse_module(DEBUG_KERNEL, "debug.mlir", context)
+    with context:
+        return compile_kernel(module, cache=KernelCache(None))
+
+
+def simulated_module(compiled: CompiledKernel) -> CompiledModule:
+    return CompiledModule(compiled.ptx, {compiled.name: compiled.signature}, compiled.arch)
+
+
+def debug_input() -> np.ndarray:
+    rng = np.random.default_rng(3)
+    return rng.standard_normal((8, 256)).astype(ml_dtypes.bfloat16)
+
+
+def test_export_for_cuda_gives_the_custom_call_the_debug_buffer_result(monkeypatch):
+    """Exported from a machine without CUDA: the call has the u8 result, the user does not."""
+    monkeypatch.setattr(jax_integration, "cuda_backend_present", lambda: False)
+    compiled = compile_debug_kernel()
+    assert compiled.signature.debug_buffer_bytes == DEBUG_BYTES
+    assert jax_integration.ffi_attributes(compiled)["debug_bytes"] == DEBUG_BYTES
+
+    def run(a):
+        return jax_integration.call_kernel(compiled, [a], DEBUG_OUTPUTS)[0]
+
+    exported = export.export(jax.jit(run), platforms=["cuda"],
+                             disabled_checks=[export.DisabledSafetyCheck.custom_call(NAME)])(
+        jnp.zeros((8, 256), jnp.bfloat16))
+    text = exported.mlir_module()
+    call = next(line for line in text.splitlines() if f"custom_call @{NAME}" in line)
+    assert f"debug_bytes = {DEBUG_BYTES} : i64" in call
+    assert f"(tensor<8x256xbf16>) -> (tensor<8x256xbf16>, tensor<{DEBUG_BYTES}xui8>)" in call
+    assert "callback" not in text  # no CUDA backend here to host a Python callback
+    assert [(a.shape, a.dtype) for a in exported.out_avals] == [((8, 256), jnp.bfloat16)]
+
+
+def _cuda_branch(closed: jax.core.ClosedJaxpr):
+    """The CUDA branch of call_kernel's platform_dependent switch."""
+    cond = next(e for e in closed.jaxpr.eqns if e.primitive.name == "cond")
+    index = cond.params["branches_platforms"].index(("cuda",))
+    return cond.params["branches"][index].jaxpr
+
+
+def test_cuda_branch_prints_the_debug_result_as_the_simulator_does(monkeypatch, capsys):
+    """Traced as where CUDA is present: the launcher's last result (u8[DEBUG_BYTES]) goes to
+    a debug callback, and that callback prints exactly what run_simulated printed from the
+    same buffer."""
+    monkeypatch.setattr(jax_integration, "cuda_backend_present", lambda: True)
+    monkeypatch.setattr(launcher, "register", lambda directory: NAME)
+    compiled = compile_debug_kernel()
+    if compiled.cubin is None:  # the CUDA branch needs one to launch
+        compiled = CompiledKernel(compiled.key, compiled.ptx, compiled.signature, b"\x7fELF")
+    a = debug_input()
+    closed = jax.make_jaxpr(
+        lambda x: jax_integration.call_kernel(compiled, [x], DEBUG_OUTPUTS)[0])(a)
+    branch = _cuda_branch(closed)
+    [launch] = [e for e in branch.eqns if e.primitive.name == "ffi_call"]
+    [callback] = [e for e in branch.eqns if e.primitive.name == "debug_callback"]
+    assert [(v.aval.shape, v.aval.dtype) for v in launch.outvars] == [
+        ((8, 256), jnp.bfloat16), ((DEBUG_BYTES,), np.uint8)]
+    assert callback.invars == [launch.outvars[-1]]
+    assert branch.outvars == launch.outvars[:1]  # the debug buffer is not an output
+
+    run_ptx, buffers = simulate.run_ptx, []
+
+    def spy(*args, **kwargs):
+        run_ptx(*args, **kwargs)
+        buffers.append(args[4][-1].copy())  # the hidden debug buffer, after the run
+
+    monkeypatch.setattr(simulate, "run_ptx", spy)
+    capsys.readouterr()
+    outputs = simulate.run_simulated(simulated_module(compiled), a,
+                                     np.zeros((8, 256), ml_dtypes.bfloat16))
+    printed = capsys.readouterr().err
+    [buffer] = buffers
+    assert buffer.dtype == np.uint8 and buffer.shape == (DEBUG_BYTES,)
+    lines = re.split(r"\n(?=debug\.mlir:)", printed.rstrip("\n"))  # arrays span lines
+    assert [line.split(":")[1] for line in lines] == ["10", "11", "14"] * 2
+    assert lines[4] == "debug.mlir:11: [block (1, 0, 0)] bx = 1"
+    assert lines[5].startswith("debug.mlir:14: [block (1, 0, 0), last of 3 runs] loop [[")
+    np.testing.assert_array_equal(outputs[-1], a * 8)
+
+    callback.params["callback"](buffer)  # the function jax.debug.callback calls
+    assert capsys.readouterr().err == printed
+    # And through JAX's own callback machinery (here on CPU).
+    jax.jit(functools.partial(jax_integration.stage_debug_print, compiled.signature))(buffer)
+    jax.effects_barrier()
+    assert capsys.readouterr().err == printed

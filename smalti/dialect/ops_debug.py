@@ -80,9 +80,9 @@ class DebugPrintRecord:
     executions (16-byte header), then `values` elements of `dtype`. A vector is stored in
     register order, thread t's registers at t * values_per_thread + register * vector_length
     + slot, so `layout.element_index(shape)` reassembles the array; a scalar is one value
-    stored by thread 0 of the warpgroup. On a GPU the launcher would allocate the same
-    buffer (zeroed, `KernelSignature.debug_buffer_bytes`), pass it as the last parameter and
-    read it back after the launch; the CUDA launcher does not do so yet."""
+    stored by thread 0 of the warpgroup. On a GPU the same buffer (`KernelSignature.
+    debug_buffer_bytes`) is an extra result of the launcher's custom call, zeroed on the
+    stream and passed as the last parameter; jax_integration prints it after the launch."""
 
     format: str
     file: str

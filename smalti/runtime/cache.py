@@ -85,8 +85,12 @@ def cache_key(module_text: str, arch: str) -> str:
 
 
 def module_text(module: ir.Operation) -> str:
-    """The module's text without locations: the same kernel traced from another line hits."""
-    return module.get_asm(enable_debug_info=False)
+    """The module's text without locations, so the same kernel traced from another line hits;
+    with them when it has debug_prints, whose records print their source file:line."""
+    text = module.get_asm(enable_debug_info=False)
+    if '"smalti.debug_print"' in text:
+        return module.get_asm(enable_debug_info=True)
+    return text
 
 
 class KernelCache:

@@ -5,6 +5,17 @@ an XLA FFI custom call (`smalti_launch`) whose attributes carry the cubin, the l
 configuration and the tensor-map records, launched by the C++ launcher on XLA's stream.
 `jax.lax.platform_dependent` picks the branch when the computation is lowered, so
 `jax.export(..., platforms=["cuda"])` works on machines without a GPU.
+
+A kernel with `smalti.debug_print` ops prints the same lines on both paths (both go through
+`simulate.print_debug_buffer`). On CPU they are printed by the simulator inside the
+callback, as the kernel runs. On CUDA the custom call has one more result, the kernel's
+debug buffer (u8[`debug_buffer_bytes`], zeroed by the launcher on XLA's stream and passed as
+the hidden `debug` parameter after the tensor maps); a `jax.debug.callback` (unordered)
+prints it once the kernel has finished, and the buffer is not among the call's outputs. The
+callback is only staged where this process has a CUDA backend: a Python callback cannot be
+lowered for CUDA without one, so an export for CUDA from a machine without a GPU launches
+the kernel with its buffer but prints nothing (and JAX refuses to serialize the callback
+where there is one).
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ from smalti.dialect.kernel import KernelSignature, TensorMapRecord
 from smalti.runtime.cache import CompiledKernel, cache_directory
 from smalti.runtime.compiler import CompiledModule
 from smalti.runtime.launcher import TARGET_NAME
-from smalti.runtime.simulate import NUMPY_DTYPES, launch_cluster, run_simulated
+from smalti.runtime.simulate import NUMPY_DTYPES, launch_cluster, print_debug_buffer, run_simulated
 from smalti.runtime.tensor_maps import encode_arguments
 
 # CUtensorMapDataType values of the CUDA driver API.
@@ -58,7 +69,8 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
                 ) -> list:
     """Run `compiled` on `args` (jax.Arrays, tracers or numpy arrays); its output arrays.
     The launch's cluster is the kernel's `smalti.cluster`; a `cluster` given here must be
-    the same (ValueError otherwise)."""
+    the same (ValueError otherwise). What its debug_prints wrote is printed to stderr when
+    the kernel has run (see the module's docstring)."""
     import jax
 
     check_call(compiled.signature, args, outputs)
@@ -79,10 +91,34 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
                                    "SMALTI_PTXAS)")
 
             register(cache_directory())
-        call = jax.ffi.ffi_call(TARGET_NAME, structs, has_side_effect=False)
-        return tuple(call(*inputs, **ffi_attributes(compiled, cluster)))
+        results = cuda_results(compiled.signature, structs)
+        call = jax.ffi.ffi_call(TARGET_NAME, results, has_side_effect=False)
+        values = tuple(call(*inputs, **ffi_attributes(compiled, cluster)))
+        if len(values) == len(structs):
+            return values
+        if cuda_backend_present():
+            stage_debug_print(compiled.signature, values[-1])
+        return values[:len(structs)]
 
     return list(jax.lax.platform_dependent(*args, cpu=on_cpu, cuda=on_cuda))
+
+
+def cuda_results(signature: KernelSignature, outputs: Sequence[object]) -> tuple:
+    """The custom call's results: the kernel's outputs, then its debug buffer (u8, one
+    element per byte) when it has debug_prints; launcher.cc reads the same (`debug_bytes`)."""
+    import jax
+
+    if not signature.debug_prints:
+        return tuple(outputs)
+    return (*outputs, jax.ShapeDtypeStruct((signature.debug_buffer_bytes,), np.uint8))
+
+
+def stage_debug_print(signature: KernelSignature, buffer: object) -> None:
+    """Stage a `jax.debug.callback` that prints `buffer`, the kernel's debug buffer after
+    the launch, as `run_simulated` would (`print_debug_buffer`, to stderr)."""
+    import jax
+
+    jax.debug.callback(functools.partial(print_debug_buffer, signature), buffer)
 
 
 def simulate(compiled: CompiledKernel, outputs: tuple[OutputSpec, ...],
@@ -105,6 +141,7 @@ def ffi_attributes(compiled: CompiledKernel, cluster: tuple[int, ...] | None = N
         "kernel": signature.name,
         "launch": np.array(launch, dtype=np.int64),
         "tensor_maps": tensor_map_attribute(signature),
+        "debug_bytes": np.int64(signature.debug_buffer_bytes),  # 0: no debug buffer
     }
 
 

@@ -89,9 +89,17 @@ def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None,
             shared_bytes=signature.smem_bytes,
             cluster=None if cluster == (1, 1, 1) else cluster, **options)
     if debug:
-        for line in debug_print_lines(signature, debug[0]):
-            (print_fn or _print_stderr)(line)
+        print_debug_buffer(signature, debug[0], print_fn)
     return buffers
+
+
+def print_debug_buffer(signature: KernelSignature, buffer: object,
+                       print_fn: Callable[[str], None] | None = None) -> None:
+    """Print `debug_print_lines` of the kernel's debug buffer, each through `print_fn`
+    (default: a line on stderr). The simulator and the CUDA launch (a `jax.debug.callback`
+    after the kernel) both print through here, so both print the same text."""
+    for line in debug_print_lines(signature, np.asarray(buffer, np.uint8)):
+        (print_fn or _print_stderr)(line)
 
 
 def _print_stderr(line: str) -> None:

@@ -6,7 +6,11 @@
 //   launch       i64[10] grid x,y,z, block x,y,z, cluster x,y,z, dynamic shared bytes
 //   tensor_maps  i64[]  per record: arg, data type, rank, swizzle, oob fill, dims[5],
 //                       byte strides[4], box[5], element strides[5] (innermost first)
-// Kernel parameters: one pointer per operand and result (in order), then the tensor maps.
+//   debug_bytes  i64    size of the kernel's debug buffer; 0 when it has no debug_print
+// Results: the kernel's outputs, then (debug_bytes > 0) its debug buffer, u8[debug_bytes],
+// which is zeroed on the stream before the launch and read by the host after it.
+// Kernel parameters: one pointer per operand and output (in order), then the tensor maps,
+// then (debug_bytes > 0) the debug buffer's pointer (the kernel's `.param .u64 debug`).
 // The driver API is reached through dlopen("libcuda.so.1"); no CUDA headers are needed.
 
 #include <dlfcn.h>
@@ -76,6 +80,9 @@ using ModuleLoadDataFn = CUresult (*)(CUmodule*, const void*);
 using ModuleGetFunctionFn = CUresult (*)(CUfunction*, CUmodule, const char*);
 using FuncSetAttributeFn = CUresult (*)(CUfunction, int, int);
 using LaunchKernelExFn = CUresult (*)(const LaunchConfig*, CUfunction, void**, void**);
+// cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream); the
+// symbol has no _v2 variant (only the synchronous cuMemsetD8 does).
+using MemsetD8AsyncFn = CUresult (*)(CUdeviceptr, unsigned char, std::size_t, CUstream);
 using TensorMapEncodeTiledFn = CUresult (*)(TensorMap*, int, std::uint32_t, void*,
                                             const std::uint64_t*, const std::uint64_t*,
                                             const std::uint32_t*, const std::uint32_t*, int,
@@ -90,6 +97,7 @@ struct Driver {
   ModuleGetFunctionFn module_get_function = nullptr;
   FuncSetAttributeFn func_set_attribute = nullptr;
   LaunchKernelExFn launch_kernel_ex = nullptr;
+  MemsetD8AsyncFn memset_d8_async = nullptr;
   TensorMapEncodeTiledFn tensor_map_encode_tiled = nullptr;
   std::string error;
 };
@@ -118,6 +126,7 @@ const Driver& GetDriver() {
               Resolve(library, "cuModuleGetFunction", &d.module_get_function, &d.error) &&
               Resolve(library, "cuFuncSetAttribute", &d.func_set_attribute, &d.error) &&
               Resolve(library, "cuLaunchKernelEx", &d.launch_kernel_ex, &d.error) &&
+              Resolve(library, "cuMemsetD8Async", &d.memset_d8_async, &d.error) &&
               Resolve(library, "cuTensorMapEncodeTiled", &d.tensor_map_encode_tiled,
                       &d.error);
     (void)ok;
@@ -214,22 +223,61 @@ ffi::Error EncodeTensorMaps(const Driver& driver, ffi::Span<const std::int64_t> 
   return ffi::Error::Success();
 }
 
+// The debug buffer: the last result when debug_bytes > 0 (checked to be u8[debug_bytes]),
+// else null.
+ffi::Error DebugBuffer(ffi::RemainingRets rets, std::int64_t debug_bytes, void** debug) {
+  *debug = nullptr;
+  if (debug_bytes == 0) return ffi::Error::Success();
+  if (debug_bytes < 0 || rets.size() == 0) {
+    return ffi::Error::InvalidArgument("smalti launcher: debug_bytes does not match results");
+  }
+  auto buffer = rets.get<ffi::AnyBuffer>(rets.size() - 1);
+  if (buffer.has_error()) return buffer.error();
+  if ((*buffer)->element_type() != ffi::DataType::U8 ||
+      (*buffer)->size_bytes() != static_cast<std::size_t>(debug_bytes)) {
+    return ffi::Error::InvalidArgument("smalti launcher: the last result must be the u8[" +
+                                       std::to_string(debug_bytes) + "] debug buffer");
+  }
+  *debug = (*buffer)->untyped_data();
+  return ffi::Error::Success();
+}
+
+// Makes the stream's context current for the calls in its scope.
+class ScopedContext {
+ public:
+  ScopedContext(const Driver& driver, CUcontext context)
+      : driver_(driver), result_(driver.ctx_push(context)) {}
+  ~ScopedContext() {
+    CUcontext popped = nullptr;
+    if (result_ == 0) driver_.ctx_pop(&popped);
+  }
+  CUresult result() const { return result_; }
+
+ private:
+  const Driver& driver_;
+  CUresult result_;
+};
+
 ffi::Error Launch(CUstream stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                   ffi::Span<const std::uint8_t> cubin, std::string_view kernel,
                   ffi::Span<const std::int64_t> launch,
-                  ffi::Span<const std::int64_t> tensor_maps) {
+                  ffi::Span<const std::int64_t> tensor_maps, std::int64_t debug_bytes) {
   const Driver& driver = GetDriver();
   if (!driver.error.empty()) return ffi::Error::Internal("smalti launcher: " + driver.error);
   if (launch.size() != 10) {
     return ffi::Error::InvalidArgument("smalti launcher: launch must hold 10 values");
   }
+  const bool has_debug = debug_bytes > 0;
+  void* debug = nullptr;
+  if (ffi::Error error = DebugBuffer(rets, debug_bytes, &debug); error.failure()) return error;
+  std::size_t outputs = rets.size() - (has_debug ? 1 : 0);
   std::vector<void*> buffers;
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto buffer = args.get<ffi::AnyBuffer>(i);
     if (buffer.has_error()) return buffer.error();
     buffers.push_back(buffer.value().untyped_data());
   }
-  for (std::size_t i = 0; i < rets.size(); ++i) {
+  for (std::size_t i = 0; i < outputs; ++i) {
     auto buffer = rets.get<ffi::AnyBuffer>(i);
     if (buffer.has_error()) return buffer.error();
     buffers.push_back((*buffer)->untyped_data());
@@ -252,6 +300,8 @@ ffi::Error Launch(CUstream stream, ffi::RemainingArgs args, ffi::RemainingRets r
   std::vector<void*> params;
   for (CUdeviceptr& pointer : pointers) params.push_back(&pointer);
   for (TensorMap& map : maps) params.push_back(&map);
+  CUdeviceptr debug_pointer = reinterpret_cast<CUdeviceptr>(debug);
+  if (has_debug) params.push_back(&debug_pointer);
 
   LaunchAttribute cluster{};
   cluster.id = kLaunchAttributeClusterDimension;
@@ -270,6 +320,13 @@ ffi::Error Launch(CUstream stream, ffi::RemainingArgs args, ffi::RemainingRets r
   config.stream = stream;
   config.attrs = clustered ? &cluster : nullptr;
   config.num_attrs = clustered ? 1 : 0;
+  ScopedContext current(driver, context);
+  if (current.result() != 0) return DriverError(driver, current.result(), "cuCtxPushCurrent");
+  if (has_debug &&
+      (result = driver.memset_d8_async(debug_pointer, 0, static_cast<std::size_t>(debug_bytes),
+                                       stream)) != 0) {
+    return DriverError(driver, result, "cuMemsetD8Async");
+  }
   result = driver.launch_kernel_ex(&config, function, params.data(), nullptr);
   if (result != 0) return DriverError(driver, result, "cuLaunchKernelEx");
   return ffi::Error::Success();
@@ -285,4 +342,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SmaltiLaunch, Launch,
                                   .Attr<ffi::Span<const std::uint8_t>>("cubin")
                                   .Attr<std::string_view>("kernel")
                                   .Attr<ffi::Span<const std::int64_t>>("launch")
-                                  .Attr<ffi::Span<const std::int64_t>>("tensor_maps"));
+                                  .Attr<ffi::Span<const std::int64_t>>("tensor_maps")
+                                  .Attr<std::int64_t>("debug_bytes"));
