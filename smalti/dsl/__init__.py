@@ -7,6 +7,14 @@
 """
 
 from smalti.dsl.array import Array
+from smalti.dsl.cluster import (
+    block_id_in_cluster,
+    cluster_barrier,
+    cluster_id,
+    cluster_rank,
+    cluster_shape,
+    num_clusters,
+)
 from smalti.dsl.control import fori, when
 from smalti.dsl.index import Index, Predicate
 from smalti.dsl.kernel import Kernel, Traced, kernel
@@ -34,14 +42,16 @@ from smalti.dsl.ops import (
 from smalti.dsl.refs import Ref, RefView
 from smalti.dsl.regions import warpgroup_region
 from smalti.dsl.smem import SMEM, Barriers, Union
-from smalti.dsl.smem_refs import Barrier, BarrierArray, StagedRef
+from smalti.dsl.smem_refs import Barrier, BarrierArray, SharedRef, StagedRef
 from smalti.dsl.specs import ArraySpec
 from smalti.dsl.tma import async_copy, async_store, async_store_wait
 
 __all__ = [
     "SMEM", "Array", "ArraySpec", "Barrier", "BarrierArray", "Barriers", "Index", "Kernel",
-    "Predicate", "Ref", "RefView", "StagedRef", "Traced", "Union", "abs", "astype",
-    "async_copy", "async_store", "async_store_wait", "broadcast_to", "exp", "exp2", "fori",
-    "full", "iota", "kernel", "layout_cast", "log", "maximum", "minimum", "num_programs",
-    "program_id", "rsqrt", "sqrt", "tanh", "warpgroup_region", "wgmma", "when", "where", "zeros",
+    "Predicate", "Ref", "RefView", "SharedRef", "StagedRef", "Traced", "Union", "abs",
+    "astype", "async_copy", "async_store", "async_store_wait", "block_id_in_cluster",
+    "broadcast_to", "cluster_barrier", "cluster_id", "cluster_rank", "cluster_shape", "exp",
+    "exp2", "fori", "full", "iota", "kernel", "layout_cast", "log", "maximum", "minimum",
+    "num_clusters", "num_programs", "program_id", "rsqrt", "sqrt", "tanh", "warpgroup_region",
+    "wgmma", "when", "where", "zeros",
 ]

@@ -4,6 +4,7 @@ compiled through the cache, and called with jax.Arrays (jit or not)."""
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,7 +13,14 @@ from typing import Any
 from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context
-from smalti.dialect.kernel import GRID_ATTR, KERNEL_ATTR, WARPGROUPS_ATTR
+from smalti.dialect.kernel import (
+    CLUSTER_ATTR,
+    GRID_ATTR,
+    KERNEL_ATTR,
+    MAX_PORTABLE_CLUSTER,
+    WARPGROUPS_ATTR,
+)
+from smalti.dialect.ops_sync import ClusterBarrierOp
 from smalti.dsl.dtypes import mlir_type
 from smalti.dsl.refs import Ref
 from smalti.dsl.smem import Placement, plan_smem
@@ -52,6 +60,7 @@ class Traced:
     single_output: bool
     grid: tuple[int, ...]
     smem_bytes: int = 0
+    cluster: tuple[int, int, int] = (1, 1, 1)
 
     @property
     def mlir(self) -> str:
@@ -103,8 +112,9 @@ class Kernel:
                             f"({', '.join(self.params)}) but is called with {len(inputs)} "
                             f"inputs and declares {len(outputs)} outputs{smem}")
         grid = normalize_grid(resolve(self.options.grid, inputs), self.name)
+        check_cluster(grid, self.options.cluster, self.name)
         module = self._build(inputs + outputs, grid, placements)
-        return Traced(module, inputs, outputs, single, grid, smem_bytes)
+        return Traced(module, inputs, outputs, single, grid, smem_bytes, self.options.cluster)
 
     def _build(self, refs: tuple[ArraySpec, ...], grid: tuple[int, ...],
                placements: tuple[Placement, ...]) -> ir.Operation:
@@ -121,11 +131,14 @@ class Kernel:
                 WARPGROUPS_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                     self.options.warpgroups),
             }
+            if self.options.cluster != (1, 1, 1):
+                attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get(list(self.options.cluster))
             with ir.InsertionPoint(module.body):
                 func = ir.Operation.create("func.func", attributes=attributes, regions=1,
                                            loc=location)
             block = func.regions[0].blocks.append(*types)
-            info = TraceInfo(self.name, (*grid, 1, 1)[:3], self.options.warpgroups)
+            info = TraceInfo(self.name, (*grid, 1, 1)[:3], self.options.warpgroups,
+                             self.options.cluster)
             with ir.InsertionPoint(block), tracing(info):
                 arguments = [Ref(arg, param) for arg, param in
                              zip(block.arguments, self.params, strict=False)]
@@ -136,6 +149,8 @@ class Kernel:
                                     f"{code.co_firstlineno}) must return None: outputs are "
                                     "written through their refs")
                 ir.Operation.create("func.return", loc=location)
+            if info.collective_copies:
+                publish_barrier_inits(block)
         return module.operation
 
     def compile(self, *args: Any) -> tuple[Traced, CompiledKernel]:
@@ -158,6 +173,25 @@ class Kernel:
         return results[0] if traced.single_output else tuple(results)
 
 
+def check_cluster(grid: tuple[int, ...], cluster: tuple[int, int, int], name: str) -> None:
+    """The grid must be a whole number of clusters (ValueError naming the kernel)."""
+    for axis, (g, c) in enumerate(zip((*grid, 1, 1)[:3], cluster, strict=True)):
+        if g % c:
+            raise ValueError(f"kernel {name}: grid {grid} is not a whole number of clusters "
+                             f"{cluster}: along axis {axis}, {g} blocks do not divide into "
+                             f"clusters of {c}")
+
+
+def publish_barrier_inits(block: ir.Block) -> None:
+    """A cluster barrier after the kernel's mbarrier inits, so that no peer multicasts into
+    this CTA (completing its barriers) before they are initialised."""
+    inits = [op for op in block.operations if op.operation.name == "smalti.initialize_barrier"]
+    if inits:
+        last = inits[-1].operation
+        with ir.InsertionPoint.after(last):
+            ir.Operation.create(ClusterBarrierOp.OPERATION_NAME, loc=last.location)
+
+
 def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
            cluster: tuple[int, ...] = (1, 1, 1), in_specs: tuple[object, ...] | None = None,
            smem: object = (), name: str | None = None, arch: str = DEFAULT_ARCH
@@ -170,12 +204,19 @@ def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
     kernel's shared memory (sd.SMEM, sd.Barriers, sd.Union; or a callable of the inputs'
     specs giving that list): one more body parameter per array or barrier array.
     `warpgroups` is the number of 128-thread warpgroups per block; with more than one,
-    `sd.warpgroup_region` gives some of them code (and register budgets) of their own."""
+    `sd.warpgroup_region` gives some of them code (and register budgets) of their own.
+    `cluster` (1 to 3 ints, at most 8 blocks) groups the grid's blocks into clusters that run
+    together: `sd.cluster_id`, `sd.block_id_in_cluster` and `sd.cluster_rank` say where a
+    block is, and `sd.async_copy(..., collective=axis)` shares one TMA load among the
+    blocks of a cluster along `axis` (each loads a part and multicasts it)."""
     if not isinstance(warpgroups, int) or warpgroups < 1:
         raise ValueError(f"warpgroups must be a positive int, got {warpgroups!r}")
     cluster_dims = (*tuple(cluster), 1, 1)[:3]
     if len(tuple(cluster)) > 3 or any(not isinstance(c, int) or c < 1 for c in cluster_dims):
         raise ValueError(f"cluster must be 1 to 3 positive ints, got {cluster!r}")
+    if math.prod(cluster_dims) > MAX_PORTABLE_CLUSTER:
+        raise ValueError(f"cluster {cluster!r} has {math.prod(cluster_dims)} blocks; a portable "
+                         f"cluster has at most {MAX_PORTABLE_CLUSTER}")
     options = LaunchOptions(grid, warpgroups, cluster_dims, out_shape,
                             None if in_specs is None else tuple(in_specs),
                             tuple(smem) if isinstance(smem, list) else smem)

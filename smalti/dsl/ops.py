@@ -21,21 +21,30 @@ from smalti.tiling import Layout, LayoutError, check_layout_fits
 _AXES = "xyz"
 
 
-def program_id(axis: int) -> Index:
-    """The block's index along grid `axis` (gpu.block_id)."""
-    if axis not in (0, 1, 2):
-        raise user_error(ValueError, f"program_id axis must be 0, 1 or 2, got {axis!r}")
-    active()
-    value = emit_value("gpu.block_id", [], ir.IndexType.get(),
+def check_axis(axis: object, what: str) -> int:
+    """A grid or cluster axis: 0 (x), 1 (y) or 2 (z); a located ValueError otherwise."""
+    if isinstance(axis, bool) or axis not in (0, 1, 2):
+        raise user_error(ValueError, f"{what} axis must be 0, 1 or 2, got {axis!r}")
+    return int(axis)  # type: ignore[call-overload]
+
+
+def launch_id(name: str, axis: int) -> Index:
+    """gpu id op `name` (gpu.block_id, gpu.cluster_id, ...) along `axis`, as an Index."""
+    value = emit_value(name, [], ir.IndexType.get(),
                        {"dimension": ir.Attribute.parse(f"#gpu<dim {_AXES[axis]}>")})
     return Index.of(value)
 
 
+def program_id(axis: int) -> Index:
+    """The block's index along grid `axis` (gpu.block_id)."""
+    axis = check_axis(axis, "program_id")
+    active()
+    return launch_id("gpu.block_id", axis)
+
+
 def num_programs(axis: int) -> int:
     """The grid size along `axis` (static: known while tracing)."""
-    if axis not in (0, 1, 2):
-        raise user_error(ValueError, f"num_programs axis must be 0, 1 or 2, got {axis!r}")
-    return active().grid[axis]
+    return active().grid[check_axis(axis, "num_programs")]
 
 
 def _array(x: object, what: str) -> Array:

@@ -78,6 +78,15 @@ class Ref:
         """`ref.at[rows, cols]`: a RefView of that window (nothing is loaded)."""
         return _At(self)
 
+    @property
+    def T(self) -> Ref:
+        """Only shared-memory refs the kernel declares have a transposed view (SharedRef.T)."""
+        where = ("a global ref" if not self.is_smem else
+                 "a shared-memory ref not declared in the kernel's smem=[...]")
+        raise user_error(TypeError, f"{self.name}.T: only a 2-D shared-memory ref declared in "
+                                    f"the kernel's smem=[...] has a transposed view; "
+                                    f"{self.name} is {where}")
+
     def __repr__(self) -> str:
         space = ", smem" if self.is_smem else ""
         return f"Ref({self.name}: {self.dtype.name}{list(self.shape)}{space})"

@@ -1,19 +1,27 @@
 """The body's shared-memory parameters: refs carved by `smalti.slice_smem` at kernel start
-(one slice per stage of a staged array) and mbarrier arrays initialised there."""
+(one slice per stage of a staged array) and mbarrier arrays initialised there. A declared
+2-D ref also has a transposed view, `ref.T`: a second slice of the same bytes, both pinned
+to one swizzled tiling (`smalti.with_transforms`), as wgmma reads an N x K buffer as a
+K-major K x N B operand."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.attributes import transforms_to_attr
+from smalti.dialect.ops_memory import SliceSmemOp, WithTransformsOp
 from smalti.dsl.dtypes import mlir_type
 from smalti.dsl.index import Index, IndexLike, as_index
-from smalti.dsl.locations import user_error
+from smalti.dsl.locations import user_error, user_location
 from smalti.dsl.refs import Ref
 from smalti.dsl.smem import Placement, SmemArray, SmemBarriers
 from smalti.dsl.trace import emit, emit_value
+from smalti.tiling import LayoutError, Transform, wgmma_operand_transforms
+from smalti.tiling.smem import tall_tile_rows
 
 _WORKGROUP = "#gpu.address_space<workgroup>"
 
@@ -25,7 +33,7 @@ def smem_type(shape: Sequence[int], element: ir.Type) -> ir.MemRefType:
 class StagedRef:
     """A staged shared-memory array: `ref[s]` (s a Python int) is stage s, its own Ref."""
 
-    def __init__(self, stages: tuple[Ref, ...], name: str) -> None:
+    def __init__(self, stages: tuple[SharedRef, ...], name: str) -> None:
         self.stages = stages
         self.name = name
         self.shape = (len(stages), *stages[0].shape)
@@ -37,7 +45,7 @@ class StagedRef:
     def __repr__(self) -> str:
         return f"StagedRef({self.name}: {self.dtype.name}{list(self.shape)})"
 
-    def __getitem__(self, stage: object) -> Ref:
+    def __getitem__(self, stage: object) -> SharedRef:
         if isinstance(stage, Index) and stage.static is None:
             raise user_error(TypeError, f"the stage of {self.name} must be a Python int (each "
                                         "stage is its own shared-memory slice); unroll the "
@@ -50,6 +58,100 @@ class StagedRef:
             raise user_error(IndexError, f"stage {index} is out of range for {self.name} with "
                                          f"{len(self.stages)} stages")
         return self.stages[index]
+
+
+SWIZZLE_SPANS = (128, 64, 32)  # bytes, widest first: wider swizzles spread banks best
+
+
+class SharedRef(Ref):
+    """A shared-memory ref the kernel declares. `ref.T` (2-D refs) is the same memory viewed
+    transposed: what wgmma needs for a K-major B (declare B as N x K, pass `b_smem.T`)."""
+
+    def __init__(self, value: ir.Value, name: str, transposed_of: SharedRef | None = None
+                 ) -> None:
+        super().__init__(value, name)
+        self.transposed_of = transposed_of
+        self._view: SharedRef | None = transposed_of
+        self._pins: _Pins | None = None  # set on the declared ref once its view exists
+        self._parts = 1  # collective copies into it split its leading dim this many ways
+
+    @property
+    def T(self) -> SharedRef:
+        """The transposed view (and `ref.T.T` is `ref`)."""
+        if self._view is None:
+            self._view = self._transposed_view()
+        return self._view
+
+    def note_collective(self, parts: int) -> None:
+        """A collective copy fills this ref in `parts` pieces along its leading dim: the
+        pinned tiles (if any) must not straddle two pieces."""
+        self._parts = math.lcm(self._parts, parts)
+        if self._pins is not None:
+            self._pins.retile(self._parts)
+
+    def _transposed_view(self) -> SharedRef:
+        if self.ndim != 2:
+            raise user_error(ValueError, f"{self.name}.T needs a 2-D ref, {self.name} has shape "
+                                         f"{self.shape}")
+        rows, cols = self.shape
+        row_bytes = cols * self.dtype.itemsize
+        span = next((s for s in SWIZZLE_SPANS if row_bytes % s == 0), None)
+        if span is None or rows % 8:
+            raise user_error(ValueError, f"{self.name}.T views {self.name} {list(self.shape)} "
+                                         "through swizzled tiles of 8k rows: it needs a multiple "
+                                         f"of 8 rows and rows of a multiple of 32 bytes (these "
+                                         f"are {row_bytes})")
+        source = self.value.owner.operation
+        location = user_location()
+        with ir.InsertionPoint.after(source), location:
+            view = ir.Operation.create(
+                SliceSmemOp.OPERATION_NAME, results=[_transposed_type(self.value.type)],
+                operands=[source.operands[0]]).result
+            pins = tuple(ir.Operation.create(WithTransformsOp.OPERATION_NAME, results=[v.type],
+                                             operands=[v]) for v in (self.value, view))
+        self._pins = _Pins(pins, self.shape, self.dtype.itemsize, span)
+        self._pins.retile(self._parts)
+        return SharedRef(pins[1].result, f"{self.name}.T", transposed_of=self)
+
+
+def _transposed_type(memref: ir.Type) -> ir.MemRefType:
+    ref = ir.MemRefType(memref)
+    return ir.MemRefType.get(list(reversed(ref.shape)), ref.element_type,
+                             memory_space=ref.memory_space)
+
+
+class _Pins:
+    """The with_transforms ops pinning a ref (N x K) and its transposed view to one tiling,
+    one swizzle span wide: as tall as TMA boxes go when the tiles form one column (the bytes
+    are the same for any height) or when no collective copy splits the ref; else 8 rows. (A
+    wgmma instruction steps through B's N rows with one stride between 8-row groups: tiles
+    taller than 8 rows but shorter than N break that stride when K spans several tiles.)"""
+
+    def __init__(self, ops: tuple[ir.Operation, ...], shape: tuple[int, ...],
+                 element_bytes: int, span: int) -> None:
+        self.ops = ops
+        self.shape = shape
+        self.element_bytes = element_bytes
+        self.span = span
+
+    def transforms(self, parts: int) -> tuple[Transform, ...]:
+        """The transposed view's transforms (the ref's: the same without the transpose)."""
+        rows, cols = self.shape
+        part = rows // parts
+        one_column = cols * self.element_bytes == self.span
+        tile_rows = tall_tile_rows(part) if one_column or part == rows else 8
+        return wgmma_operand_transforms((cols, rows), self.element_bytes, self.span,
+                                        transposed=True, tile_rows=tile_rows)
+
+    def retile(self, parts: int) -> None:
+        try:
+            view = self.transforms(parts)
+        except LayoutError as error:
+            raise user_error(ValueError, f"cannot view a {list(self.shape)} ref transposed: "
+                                         f"{error}") from None
+        with self.ops[0].context:
+            for op, transforms in zip(self.ops, (view[1:], view), strict=True):
+                op.attributes["transforms"] = transforms_to_attr(list(transforms))
 
 
 @dataclass(frozen=True)
@@ -102,7 +204,7 @@ class BarrierArray:
         return Barrier(self, index)
 
 
-SmemParam = Ref | StagedRef | BarrierArray
+SmemParam = SharedRef | StagedRef | BarrierArray
 
 
 def allocate(placements: Sequence[Placement], names: Sequence[str]) -> list[SmemParam]:
@@ -118,13 +220,13 @@ def allocate(placements: Sequence[Placement], names: Sequence[str]) -> list[Smem
         elif decl.staged:
             element = mlir_type(decl.dtype)
             stages = tuple(
-                Ref(_slice(placement.offset + s * decl.stage_stride, decl.shape[1:], element,
-                           decl), f"{name}[{s}]")
+                SharedRef(_slice(placement.offset + s * decl.stage_stride, decl.shape[1:],
+                                 element, decl), f"{name}[{s}]")
                 for s in range(decl.shape[0]))
             params.append(StagedRef(stages, name))
         else:
-            params.append(Ref(_slice(placement.offset, decl.shape, mlir_type(decl.dtype), decl),
-                              name))
+            params.append(SharedRef(_slice(placement.offset, decl.shape,
+                                           mlir_type(decl.dtype), decl), name))
     for placement, param in zip(placements, params, strict=True):
         if isinstance(placement.decl, SmemBarriers):
             i64 = ir.IntegerType.get_signless(64)

@@ -1,15 +1,20 @@
 """TMA copies between a window of global memory and a shared-memory ref:
 `async_copy(gmem.at[rows, cols], smem, barrier)`, `async_store(smem, gmem.at[...])`,
-`async_store_wait()`."""
+`async_store_wait()`. In a kernel with a cluster, `async_copy(..., collective=0)` is shared
+by the blocks of a cluster along axis 0: each loads a part of the window and multicasts it
+to all of them, so every one receives the whole window (and its barrier all the bytes)."""
 
 from __future__ import annotations
 
+import math
+
 from jaxlib.mlir import ir
 
-from smalti.dsl.locations import user_error
+from smalti.dsl.locations import user_error, user_position
+from smalti.dsl.ops import check_axis
 from smalti.dsl.refs import Ref, RefView
-from smalti.dsl.smem_refs import Barrier, StagedRef
-from smalti.dsl.trace import emit
+from smalti.dsl.smem_refs import Barrier, SharedRef, StagedRef
+from smalti.dsl.trace import active, emit
 
 
 def _gmem_view(view: object, what: str) -> RefView:
@@ -29,6 +34,9 @@ def _smem_ref(ref: object, what: str) -> Ref:
     if not isinstance(ref, Ref) or not ref.is_smem:
         raise user_error(TypeError, f"{what} must be a shared-memory ref (declared in the "
                                     f"kernel's smem=[...]), got {ref!r}")
+    if isinstance(ref, SharedRef) and ref.transposed_of is not None:
+        raise user_error(TypeError, f"{what} cannot be the transposed view {ref.name}: TMA "
+                                    f"moves {ref.transposed_of.name} itself")
     return ref
 
 
@@ -52,17 +60,51 @@ def _transfer_operands(view: RefView, smem: Ref, verb: str) -> tuple[list[ir.Val
     return [s.materialize() for s in view.window.starts], attributes
 
 
-def async_copy(source: RefView | Ref, destination: Ref, barrier: Barrier) -> None:
+def async_copy(source: RefView | Ref, destination: Ref, barrier: Barrier, *,
+               collective: int | tuple[int, ...] = ()) -> None:
     """TMA load of a global window into a shared-memory ref; its bytes complete `barrier`
-    (announce them first with barrier.arrive_expect_tx)."""
+    (announce them first with barrier.arrive_expect_tx). `collective` (a cluster axis or a
+    tuple of them) shares the load among the blocks of the cluster along those axes, which
+    must all copy the same window: each copies 1/n of `destination`'s leading dim and
+    multicasts it, and each block's barrier still receives all of destination's bytes."""
     view = _gmem_view(source, "async_copy's source")
     smem = _smem_ref(destination, "async_copy's destination")
     if not isinstance(barrier, Barrier):
         raise user_error(TypeError, "async_copy's barrier must be one barrier, like bars[i]; "
                                     f"got {barrier!r}")
     indices, attributes = _transfer_operands(view, smem, "async_copy")
+    axes = _collective_axes(collective, smem)
+    if axes:
+        attributes["collective"] = ir.DenseI64ArrayAttr.get(list(axes))
     emit("smalti.async_load", [view.ref.value, smem.value, barrier.array.value,
                                barrier.index.materialize(), *indices], attributes=attributes)
+
+
+def _collective_axes(collective: object, smem: Ref) -> tuple[int, ...]:
+    """The cluster axes a copy is shared along, checked against the kernel's cluster and the
+    destination's leading dim (which they split); the copy is noted for the kernel."""
+    axes = (collective,) if not isinstance(collective, tuple | list) else tuple(collective)
+    axes = tuple(check_axis(a, "async_copy's collective") for a in axes)
+    if not axes:
+        return ()
+    if len(set(axes)) != len(axes):
+        raise user_error(ValueError, f"async_copy's collective {collective!r} repeats an axis")
+    info = active()
+    for axis in axes:
+        if info.cluster[axis] == 1:
+            raise user_error(ValueError, f"async_copy is collective along axis {axis}, but "
+                                         f"kernel {info.name} has one block per cluster along "
+                                         f"it (cluster={info.cluster}); declare a cluster in "
+                                         "@sd.kernel(..., cluster=...)")
+    parts = math.prod(info.cluster[axis] for axis in axes)
+    if smem.shape[0] % parts:
+        raise user_error(ValueError, f"async_copy collective along {list(axes)} splits "
+                                     f"{smem.name}'s leading dim ({smem.shape[0]}) into {parts} "
+                                     "parts, one per block sharing it; it does not divide")
+    if isinstance(smem, SharedRef):
+        smem.note_collective(parts)
+    info.collective_copies.append(user_position())
+    return axes
 
 
 def async_store(source: Ref, destination: RefView | Ref) -> None:

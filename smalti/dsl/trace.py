@@ -20,8 +20,11 @@ class TraceInfo:
     name: str
     grid: tuple[int, int, int]
     warpgroups: int
+    cluster: tuple[int, int, int] = (1, 1, 1)
     # The warpgroup_regions traced so far (smalti.dsl.regions.Role), to check their use.
     roles: list = field(default_factory=list, compare=False)
+    # Where each collective async_copy was traced (smalti.dsl.locations.SourcePosition).
+    collective_copies: list = field(default_factory=list, compare=False)
 
 
 _ACTIVE: list[TraceInfo] = []

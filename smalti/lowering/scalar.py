@@ -1,4 +1,5 @@
-"""Uniform scalars: constants, ids, index arithmetic (folded, with known divisors)."""
+"""Uniform scalars: constants, ids (of the block, its cluster, its place in the cluster),
+index arithmetic (folded, with known divisors)."""
 
 from __future__ import annotations
 
@@ -66,16 +67,47 @@ def _integer_binary(ctx: LoweringContext, op: ir.Operation) -> None:
     ctx.set(op.results[0], _SCALAR_INT_OPS[op.name](ctx, a, b))
 
 
-@lowering_rule("gpu.block_id")
-def _block_id(ctx: LoweringContext, op: ir.Operation) -> None:
-    dim = str(op.attributes["dimension"]).rsplit(" ", 1)[-1].rstrip(">")
-    grid = ctx.signature.grid["xyz".index(dim)]
-    if grid == 1:
+def _dimension(op: ir.Operation) -> int:
+    """The axis (0 = x, 1 = y, 2 = z) of a gpu id op's `#gpu<dim ...>`."""
+    return "xyz".index(str(op.attributes["dimension"]).rsplit(" ", 1)[-1].rstrip(">"))
+
+
+def _extent(ctx: LoweringContext, name: str, axis: int) -> int:
+    """How many values gpu id op `name` takes along `axis` in this kernel's launch, which
+    its signature fixes (the grid, and the cluster that .reqnctapercluster demands)."""
+    grid, cluster = ctx.signature.grid[axis], ctx.signature.cluster[axis]
+    match name:
+        case "gpu.block_id":
+            return grid
+        case "gpu.cluster_id" | "gpu.cluster_dim":
+            return grid // cluster
+        case _:  # gpu.cluster_block_id, gpu.cluster_dim_blocks
+            return cluster
+
+
+SPECIAL_REGISTERS = {"gpu.block_id": "%ctaid", "gpu.cluster_id": "%clusterid",
+                     "gpu.cluster_block_id": "%cluster_ctaid"}
+"""The PTX special register (.x, .y, .z) each gpu id op reads."""
+
+
+@lowering_rule(*SPECIAL_REGISTERS)
+def _launch_id(ctx: LoweringContext, op: ir.Operation) -> None:
+    """The block's index in the grid, its cluster's index among the clusters, or its index
+    within its cluster: 0 when the launch has one along the axis, else the special register."""
+    axis = _dimension(op)
+    if _extent(ctx, op.name, axis) == 1:
         ctx.set(op.results[0], constant_scalar(0))
         return
-    ctaid = ctx.builder.special(f"%ctaid.{dim}")
-    wide = ctx.builder.compute("cvt.u64.u32", "s64", ctaid)
+    register = ctx.builder.special(f"{SPECIAL_REGISTERS[op.name]}.{'xyz'[axis]}")
+    wide = ctx.builder.compute("cvt.u64.u32", "s64", register)
     ctx.set(op.results[0], ScalarValue(wide, INDEX, 1))
+
+
+@lowering_rule("gpu.cluster_dim", "gpu.cluster_dim_blocks")
+def _cluster_extent(ctx: LoweringContext, op: ir.Operation) -> None:
+    """Clusters per grid (%nclusterid) or blocks per cluster (%cluster_nctaid) along an
+    axis: constants, as the signature fixes both."""
+    ctx.set(op.results[0], constant_scalar(_extent(ctx, op.name, _dimension(op))))
 
 
 @lowering_rule("arith.constant")

@@ -155,7 +155,10 @@ def tensor_map_entries(record: TensorMapRecord, signature: KernelSignature) -> l
     arg = signature.args[record.arg]
     dtype = NUMPY_DTYPES[arg.dtype]
     strides = _row_major_bytes(record.shape, dtype.itemsize)
-    like = np.lib.stride_tricks.as_strided(np.zeros(1, dtype), record.shape, strides)
+    # A stand-in of the argument's shape and strides; as_strided cannot make ml_dtypes
+    # arrays (float8), so it is made over unsigned ints of the same width and viewed.
+    raw = np.zeros(1, np.dtype(f"u{dtype.itemsize}"))
+    like = np.lib.stride_tricks.as_strided(raw, record.shape, strides).view(dtype)
     encoded = encode_arguments(record, like)
     rank = len(encoded.global_dims)
 
