@@ -207,3 +207,48 @@ def test_constant_scalars_print_their_values():
     assert [m["text"] for m in lines] == ["f = 0.1", "i = -3", "h = 1.5", "c = 12345678901"]
     if ptxas_available():
         compile_mlir(CONSTANTS_KERNEL, "k.mlir").assemble()
+
+
+def test_dsl_debug_print_prints_arrays_and_indices_at_the_users_lines(capfd):
+    """sd.debug_print under jax.jit: one line per block, located at the Python source."""
+    import jax
+    import jax.numpy as jnp
+
+    import smalti.dsl as sd
+
+    @sd.kernel(grid=(2,), out_shape=jax.ShapeDtypeStruct((8, 256), jnp.float32))
+    def show(x_ref, out_ref):
+        col = sd.program_id(0) * 128
+        x = x_ref[:, col:col + 128]
+        sd.debug_print("col = {}", col)
+        sd.debug_print("tile = {}", x * 2.0)
+        out_ref[:, col:col + 128] = x
+
+    x = np.arange(8 * 256, dtype=np.float32).reshape(8, 256)
+    jax.block_until_ready(jax.jit(show)(jnp.asarray(x)))
+    err = capfd.readouterr().err
+    records = re.split(rf"(?m)^(?={re.escape(__file__)}:\d+: )", err)
+    lines = [m for r in records if (m := LINE.match(r.rstrip("\n")))]
+    assert len(lines) == 4
+    by_block = {(m["tags"], m["text"].split(" = ")[0]): m for m in lines}
+    for block in range(2):
+        col_line = by_block[(f"block ({block}, 0, 0)", "col")]
+        tile_line = by_block[(f"block ({block}, 0, 0)", "tile")]
+        assert col_line["file"] == __file__ and col_line["text"] == f"col = {block * 128}"
+        np.testing.assert_array_equal(_array(tile_line, "tile = ", "", (8, 128), np.float32),
+                                      x[:, block * 128:(block + 1) * 128] * 2)
+        assert int(tile_line["line"]) == int(col_line["line"]) + 1
+
+
+def test_dsl_debug_print_format_needs_one_placeholder():
+    import jax
+    import jax.numpy as jnp
+
+    import smalti.dsl as sd
+
+    @sd.kernel(out_shape=jax.ShapeDtypeStruct((128,), jnp.float32))
+    def bad(out_ref):
+        sd.debug_print("no placeholder", sd.program_id(0))
+
+    with pytest.raises(ValueError, match=r"test_debug_print.py:\d+:\d+: .*exactly one '\{\}'"):
+        bad.trace()

@@ -13,9 +13,9 @@ from smalti.dialect.attributes import (
     text_to_layout,
 )
 from smalti.dsl.array import Array, Shape, as_dtype, coerce, scalar_array, splat, vector_type
-from smalti.dsl.index import Index
+from smalti.dsl.index import Index, as_index
 from smalti.dsl.locations import user_error
-from smalti.dsl.trace import active, emit_value
+from smalti.dsl.trace import active, emit, emit_value
 from smalti.tiling import Layout, LayoutError, check_layout_fits
 
 _AXES = "xyz"
@@ -169,6 +169,20 @@ def astype(x: Array, dtype: object) -> Array:
     return _array(x, "astype").astype(as_dtype(dtype))
 
 
+def debug_print(format: str, value: Array | Index | int) -> None:
+    """Print `format` with its one `{}` replaced by `value` (an array in whatever layout, or a
+    traced index) from inside the kernel: on CPU the simulator prints as the kernel runs, on
+    CUDA the lines come after it finishes; each line starts with the user's file:line."""
+    if not isinstance(format, str) or format.count("{}") != 1:
+        raise user_error(ValueError, f"debug_print's format must be a string with exactly one "
+                                     f"'{{}}', got {format!r}")
+    if isinstance(value, Array):
+        operand = value.value
+    else:
+        operand = as_index(value, "an Array or an index to print").materialize()
+    emit("smalti.debug_print", [operand], attributes={"format": ir.StringAttr.get(format)})
+
+
 def layout_cast(x: Array, layout: Layout | str) -> Array:
     """The same array, required to be in register `layout` (a hint to inference; the lowering
     converts when the operand's layout differs). `layout` is a smalti.tiling layout or its
@@ -190,6 +204,6 @@ def layout_cast(x: Array, layout: Layout | str) -> Array:
                             {"new_layout": layout_to_attr(layout)}))
 
 
-__all__ = ["abs", "astype", "broadcast_to", "coerce", "exp", "exp2", "full", "iota",
+__all__ = ["abs", "astype", "broadcast_to", "coerce", "debug_print", "exp", "exp2", "full", "iota",
            "layout_cast", "log", "maximum", "minimum", "num_programs", "program_id", "rsqrt",
            "sqrt", "tanh", "where", "zeros"]
