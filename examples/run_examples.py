@@ -48,6 +48,7 @@ EXAMPLES = {
     "pointwise_bf16": (BF16, pointwise_inputs),
     "matmul_128x128x64": (BF16, matmul_inputs),
     "matmul_128x256x64_ws": (BF16, matmul_inputs),
+    "matmul_256x128x64_multicast": (BF16, matmul_inputs),
 }
 
 

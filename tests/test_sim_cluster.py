@@ -386,3 +386,137 @@ def test_a_mask_naming_ctas_outside_the_cluster_faults():
         run_ptx(multicast_kernel(0b111), "k", 2, 64, [TensorMap(source, (8, 32)),
                                                         np.zeros((2, 8, 32), np.float32)],
                 cluster=2)
+
+
+# A remote arrive orders the arriving thread's accesses before the waiter's only when both
+# synchronise at cluster scope (PTX ISA, "Memory Consistency Model": the release and the
+# acquire must each have the other's thread in scope).
+def _remote_arrive_kernel(arrive: str = "mbarrier.arrive.release.cluster.shared::cluster.b64",
+                          wait: str = "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"
+                          ) -> str:
+    body = (REMOTE_ARRIVE
+            .replace("mbarrier.arrive.release.cluster.shared::cluster.b64", arrive)
+            .replace("mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64", wait)
+            .replace("ld.shared.u32 	%r11, [buf+%r5];",
+                     "mov.u32 	%r12, buf;\n\tadd.u32 	%r12, %r12, %r5;\n"
+                     "\tld.shared.u32 	%r11, [%r12];"))
+    return kernel(body + store_word("%r11", 0, 1) + "\nSKIP:",
+                  shared=".shared .align 16 .b8 buf[1024];\n\t.shared .align 8 .b64 bar;")
+
+
+@pytest.mark.parametrize("policy, seed", POLICIES)
+@pytest.mark.parametrize("wait", ["mbarrier.try_wait.parity.shared::cta.b64",
+                                  "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64",
+                                  "mbarrier.test_wait.parity.shared::cta.b64"])
+def test_a_wait_at_cta_scope_does_not_acquire_a_remote_release(policy, seed, wait):
+    with pytest.raises(SimError, match=r"this wait \(\.acquire\.cta\) observes an mbarrier "
+                                       r"phase a thread of another CTA arrived on"):
+        run_ptx(_remote_arrive_kernel(wait=wait), "k", 2, 32, [np.zeros(64, np.uint32)],
+                cluster=2, async_completion=policy, seed=seed)
+
+
+@pytest.mark.parametrize("arrive, semantics", [
+    ("mbarrier.arrive.release.cta.shared::cluster.b64", r"\.release\.cta"),
+    ("mbarrier.arrive.shared::cluster.b64", r"\.release\.cta"),  # the ISA's defaults
+])
+def test_a_remote_arrive_released_at_cta_scope_is_reported(arrive, semantics):
+    with pytest.raises(SimError, match=f"arrived on with {semantics} semantics"):
+        run_ptx(_remote_arrive_kernel(arrive=arrive), "k", 2, 32, [np.zeros(64, np.uint32)],
+                cluster=2)
+
+
+def test_an_arrive_on_its_own_cta_through_a_cluster_address_is_local():
+    # every CTA maps its own barrier (rank %r2) and waits at the default .cta scope
+    body = """
+	setp.ne.u32 	%p1, %r1, 0;
+	@%p1 bra 	INIT_DONE;
+	mbarrier.init.shared::cta.b64 	[bar], 32;
+INIT_DONE:
+	bar.sync 	0;
+	mov.u32 	%r9, bar;
+	mapa.shared::cluster.u32 	%r10, %r9, %r2;
+	mbarrier.arrive.shared::cluster.b64 	_, [%r10];
+WAIT:
+	mbarrier.try_wait.parity.shared::cta.b64 	%p3, [bar], 0;
+	@!%p3 bra 	WAIT;
+	selp.u32 	%r11, 1, 0, %p3;""" + store_word("%r11", 0, 1)
+    out = np.zeros(64, np.uint32)
+    run_ptx(kernel(body, shared=".shared .align 8 .b64 bar;"), "k", 2, 32, [out], cluster=2)
+    np.testing.assert_array_equal(out, 1)
+
+
+# A CTA's shared memory exists while the CTA runs: its peers must be done with it (mbarrier
+# arrivals and distributed shared-memory accesses included) before it exits.
+def _exits_early_kernel(access: str, meet: bool) -> str:
+    """CTA 0 leaves right after the cluster meets; CTA 1 then reaches into its shared memory
+    (`access`, %r10 = CTA 0's `bar`, %r11 = its `buf`), with or without a final meeting."""
+    leave = "\tbarrier.cluster.arrive;\n\tbarrier.cluster.wait;\n" if meet else ""
+    return kernel(f"""
+	setp.ne.u32 	%p1, %r1, 0;
+	@%p1 bra 	INIT_DONE;
+	mbarrier.init.shared::cta.b64 	[bar], 32;
+INIT_DONE:
+	fence.mbarrier_init.release.cluster;
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	setp.ne.u32 	%p2, %r2, 0;
+	@%p2 bra 	PEER;
+{leave}	ret;
+PEER:
+	mov.u32 	%r9, bar;
+	mapa.shared::cluster.u32 	%r10, %r9, 0;
+	mov.u32 	%r9, buf;
+	mapa.shared::cluster.u32 	%r11, %r9, 0;
+	{access}
+{leave}""", shared=".shared .align 16 .b8 buf[1024];\n\t.shared .align 8 .b64 bar;")
+
+
+ACCESSES = {
+    "arrive": "mbarrier.arrive.release.cluster.shared::cluster.b64 	_, [%r10];",
+    "store": "shl.b32 	%r13, %r1, 2;\n\tadd.u32 	%r11, %r11, %r13;\n"
+             "\tst.shared::cluster.u32 	[%r11], %r1;",
+    "load": "ld.shared::cluster.u32 	%r12, [%r11];",
+}
+
+
+@pytest.mark.parametrize("policy, seed", POLICIES)
+@pytest.mark.parametrize("access", sorted(ACCESSES))
+def test_reaching_into_an_exited_ctas_shared_memory_is_reported(policy, seed, access):
+    with pytest.raises(SimError, match=r"reaches CTA rank 0 of the cluster, which has exited"):
+        run_ptx(_exits_early_kernel(ACCESSES[access], meet=False), "k", 2, 32,
+                [np.zeros(1, np.uint32)], cluster=2, async_completion=policy, seed=seed)
+
+
+@pytest.mark.parametrize("access", ["arrive", "store"])
+def test_a_cluster_barrier_before_exiting_keeps_the_shared_memory_alive(access):
+    run_ptx(_exits_early_kernel(ACCESSES[access], meet=True), "k", 2, 32,
+            [np.zeros(1, np.uint32)], cluster=2)
+
+
+def test_a_multicast_into_an_exited_cta_is_reported():
+    body = """
+	setp.ne.u32 	%p1, %r1, 0;
+	@%p1 bra 	INIT_DONE;
+	mbarrier.init.shared::cta.b64 	[bar], 1;
+INIT_DONE:
+	fence.mbarrier_init.release.cluster;
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	setp.ne.u32 	%p2, %r2, 0;
+	@%p2 bra 	PEER;
+	ret;
+PEER:
+	@%p1 bra 	DONE;
+	mov.u16 	%rs1, 3;
+	mov.u32 	%r20, 0;
+	cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [smem], [tmap, {%r20, %r20}], [bar], %rs1;
+DONE:"""
+    text = kernel(body, params=".param .align 64 .b8 tmap[128], .param .u64 out",
+                  shared=""".shared .align 1024 .b8 smem[1024];
+	.shared .align 8 .b64 bar;
+	.reg .b16 	%rs<2>;""")
+    source = np.zeros((64, 32), np.float32)
+    with pytest.raises(SimError, match=r"ctaMask 0x3 names CTA rank 0 of the cluster, which "
+                                       "has exited"):
+        run_ptx(text, "k", 2, 32, [TensorMap(source, (8, 32)), np.zeros(1, np.uint32)],
+                cluster=2)

@@ -69,7 +69,8 @@ func.func @store_written(%a: memref<128x64xbf16>, %out: memref<256x64xbf16>)
 // y: the CTA at y loads rows [64 y, 64 y + 64) of the 128-row tile (part y, 8192 bytes on)
 // and multicasts them to ranks x and x + 2: ctaMask 0b0101 shifted by its rank less 2 y.
 // %u is shared by all four CTAs (dims y and x): part x + 2 y of 32 rows, ctaMask 0b1111.
-// Every CTA's barrier still receives both whole tiles.
+// Every CTA's barrier still receives both whole tiles, and the wait on it acquires at
+// cluster scope: the peers' complete-tx operations are releases at .cluster scope.
 // CHECK-LABEL: .visible .entry multicast(
 // CHECK: .maxntid 128, 1, 1
 // CHECK-NEXT: .reqnctapercluster 2, 2, 1
@@ -106,7 +107,7 @@ func.func @store_written(%a: memref<128x64xbf16>, %out: memref<256x64xbf16>)
 // CHECK-NEXT: mov.b32 [[C2:%r[0-9]+]], 0;
 // CHECK-NEXT: @[[LEAD]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [[[UDST]]], [{{%rd[0-9]+}}, {[[C2]], [[UROW]]}], [[[SMEM]]], [[ALL]];
 // CHECK-NOT: cp.async.bulk.tensor.2d.shared
-// CHECK: mbarrier.try_wait.parity.shared::cta.b64
+// CHECK: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64
 func.func @multicast(%a: memref<256x64xbf16>, %out: memref<1024x64xbf16>)
     attributes {smalti.kernel, smalti.grid = array<i64: 2, 4>,
                 smalti.cluster = array<i64: 2, 2, 1>} {

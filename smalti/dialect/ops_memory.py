@@ -227,6 +227,25 @@ def collective_dims(op: ir.Operation) -> tuple[int, ...]:
     it (`collective`, default none): each of the n CTAs along them loads 1/n of the SMEM
     ref's leading dim and multicasts it to all n. Checked against the enclosing kernel's
     `smalti.cluster`."""
+    dims = cluster_dims(op)
+    if not dims:
+        return ()
+    from smalti.dialect.kernel import enclosing_kernel, kernel_cluster
+
+    cluster = kernel_cluster(enclosing_kernel(op))
+    if cluster is None:
+        return dims
+    parts = math.prod(cluster[d] for d in dims)
+    smem = ir.MemRefType(op.operands[1].type)
+    if smem.rank == 0 or smem.shape[0] % parts:
+        raise error_at(op, f"the shared-memory ref {smem} cannot be split into {parts} "
+                           "collective parts along its leading dim")
+    return dims
+
+
+def cluster_dims(op: ir.Operation) -> tuple[int, ...]:
+    """An op's `collective` attribute (default none): distinct cluster dims (0 = x, 1 = y,
+    2 = z), each of size > 1 in the `smalti.cluster` of the kernel enclosing the op."""
     if "collective" not in op.attributes:
         return ()
     attr = op.attributes["collective"]
@@ -251,11 +270,6 @@ def collective_dims(op: ir.Operation) -> tuple[int, ...]:
         if cluster[d] == 1:
             raise error_at(op, f"'collective' dim {d} has size 1 in the kernel's "
                                f"'{CLUSTER_ATTR}' {list(cluster)}: nothing to share along it")
-    parts = math.prod(cluster[d] for d in dims)
-    smem = ir.MemRefType(op.operands[1].type)
-    if smem.rank == 0 or smem.shape[0] % parts:
-        raise error_at(op, f"the shared-memory ref {smem} cannot be split into {parts} "
-                           "collective parts along its leading dim")
     return dims
 
 

@@ -2,6 +2,7 @@
 
     "smalti.initialize_barrier"(%bars) {arrival_count = 1 : i64}
     "smalti.arrive"(%bars, %i)
+    "smalti.arrive"(%bars, %i) {collective = array<i64: 0>}  // on every CTA along cluster x
     "smalti.arrive_expect_tx"(%bars, %i) {bytes = 32768 : i64}
     "smalti.wait"(%bars, %i, %parity)
     "smalti.warpgroup_barrier"()
@@ -17,7 +18,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import SmaltiOp, _register, constant_index
-from smalti.dialect.ops_memory import check_index, check_smem_ref, int_attr
+from smalti.dialect.ops_memory import check_index, check_smem_ref, cluster_dims, int_attr
 
 MAX_ARRIVAL_COUNT = (1 << 20) - 1  # PTX ISA: mbarrier.init count range
 MAX_TX_BYTES = (1 << 20) - 1
@@ -57,7 +58,17 @@ class InitializeBarrierOp(SmaltiOp):
 
 @_register
 class ArriveOp(SmaltiOp):
-    """Every thread of the warpgroup arrives on barrier i."""
+    """Every thread of the warpgroup arrives on barrier i: 128 arrivals per warpgroup.
+
+    With `collective = array<i64: dims>` (distinct cluster dims of size > 1 in the kernel's
+    `smalti.cluster`), the warpgroup releases barrier i of every CTA along those dims, its
+    own included, so that peers multicasting into this CTA learn it is done with a buffer:
+    the warpgroup meets (its shared-memory reads ordered before), then one thread arrives
+    on each of the n CTAs' barrier with release semantics at cluster scope. That is one
+    arrival per warpgroup on each barrier reached: a barrier released this way by W
+    warpgroups in each of the n CTAs needs `arrival_count` W * n. Waits on such a barrier
+    acquire at cluster scope. A CTA must not exit while peers may still arrive on its
+    barriers: end such kernels with a `smalti.cluster_barrier`."""
 
     OPERATION_NAME = "smalti.arrive"
 
@@ -65,6 +76,7 @@ class ArriveOp(SmaltiOp):
         op = self.operation
         self._expect_counts(2, 0)
         _check_barrier_index(op, check_barriers(op, op.operands[0]), op.operands[1])
+        cluster_dims(op)
 
 
 @_register

@@ -5,13 +5,26 @@ block meets (bar.sync 0). arrive: every thread of the warpgroup arrives. arrive_
 thread 0 of the warpgroup announces the bytes and arrives. wait: a try_wait.parity loop.
 warpgroup_barrier: `bar.sync 1 + warpgroup, 128`. cluster_barrier: barrier.cluster arrive
 (release) then wait (acquire), by every thread of every CTA of the cluster.
+
+A collective arrive (PTX ISA, "mbarrier.arrive", "mapa"): the warpgroup meets, then thread k
+(k < n, the CTAs along the collective dims) maps the barrier's address into the k-th of them
+(`mapa.shared::cluster`) and arrives there with `.release.cluster`: the bar.sync orders every
+thread's earlier accesses before thread k's release, which is cumulative. A wait on a
+barrier that other CTAs signal (collective arrives, or the complete-tx of a peer's multicast,
+which the ISA gives `.release` at `.cluster` scope) acquires at `.cluster` scope: an acquire
+at the default `.cta` scope does not synchronise with a release by a thread of another CTA.
 """
 
 from __future__ import annotations
 
+import math
+
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
+from smalti.dialect.kernel import enclosing_kernel
+from smalti.dialect.ops import constant_index
+from smalti.dialect.ops_memory import cluster_dims, smem_size_bytes
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, smem_address, smem_ref
@@ -77,7 +90,44 @@ def _initialize(ctx: LoweringContext, op: ir.Operation) -> None:
 @lowering_rule("smalti.arrive")
 def _arrive(ctx: LoweringContext, op: ir.Operation) -> None:
     address = barrier_address(ctx, op, smem_ref(ctx, op, op.operands[0]), op.operands[1])
-    ctx.builder.emit("mbarrier.arrive.shared::cta.b64", SINK, address)
+    dims = cluster_dims(op)
+    if not dims:
+        ctx.builder.emit("mbarrier.arrive.shared::cta.b64", SINK, address)
+        return
+    b = ctx.builder
+    warpgroup_sync(ctx)
+    rank, guard = _peer_rank(ctx, dims)
+    local = address.base if address.offset == 0 else b.compute("add.u32", "u32", address.base,
+                                                                address.offset)
+    remote = b.compute("mapa.shared::cluster.u32", "u32", local, rank, guard=guard)
+    b.emit("mbarrier.arrive.release.cluster.shared::cluster.b64", SINK, Address(remote),
+           guard=guard)
+
+
+def _peer_rank(ctx: LoweringContext, dims: tuple[int, ...]) -> tuple[Register, Guard]:
+    """(the cluster rank thread k of the warpgroup arrives on: the k-th CTA along `dims`,
+    x-fastest among them; the guard k < n), memoised per dims."""
+    key = ("arrive_peer", tuple(sorted(dims)))
+    if key not in ctx.cache:
+        b = ctx.builder
+        cluster = ctx.signature.cluster
+        strides = (1, cluster[0], cluster[0] * cluster[1])  # %cluster_ctarank is x-fastest
+        lane = ctx.thread_index()
+        rank: Register = b.special("%cluster_ctarank")
+        scale = 1
+        ordered = sorted(dims)
+        for d in ordered:
+            size = cluster[d]
+            coord = lane if scale == 1 else b.compute("div.u32", "u32", lane, scale)
+            if d != ordered[-1]:  # the last coordinate is below its size already (k < n)
+                coord = b.compute("rem.u32", "u32", coord, size)
+            mine = b.special(f"%cluster_ctaid.{'xyz'[d]}")
+            step = b.compute("sub.u32", "u32", coord, mine)  # mod 2^32: the sum wraps back
+            rank = (b.compute("add.u32", "u32", rank, step) if strides[d] == 1
+                    else b.compute("mad.lo.u32", "u32", step, strides[d], rank))
+            scale *= size
+        ctx.cache[key] = (rank, Guard(b.compute("setp.lt.u32", "pred", lane, scale)))
+    return ctx.cache[key]
 
 
 @lowering_rule("smalti.arrive_expect_tx")
@@ -112,8 +162,55 @@ def _wait(ctx: LoweringContext, op: ir.Operation) -> None:
     b = ctx.builder
     loop = b.new_label("wait")
     b.place(loop)
-    done = b.compute("mbarrier.try_wait.parity.shared::cta.b64", "pred", address, parity)
+    scope = ".acquire.cluster" if _signalled_by_peers(ctx, op) else ""
+    done = b.compute(f"mbarrier.try_wait.parity{scope}.shared::cta.b64", "pred", address,
+                     parity)
     b.emit("bra", loop, guard=Guard(done, negated=True))
+
+
+def _signalled_by_peers(ctx: LoweringContext, op: ir.Operation) -> bool:
+    """Whether other CTAs of the cluster may complete phases of the wait's barriers: a
+    collective arrive or a collective async_load names barriers overlapping them."""
+    if "peer_barriers" not in ctx.kernel_state:
+        ctx.kernel_state["peer_barriers"] = _peer_barrier_ranges(op)
+    ranges = ctx.kernel_state["peer_barriers"]
+    bars = smem_ref(ctx, op, op.operands[0])
+    end = bars.offset + bars.size_bytes
+    return any(start < end and bars.offset < stop for start, stop in ranges)
+
+
+def _peer_barrier_ranges(op: ir.Operation) -> tuple[tuple[int, float], ...]:
+    """Byte ranges of the barrier arrays other CTAs signal, in the kernel enclosing `op`."""
+    func = enclosing_kernel(op)
+    ranges: list[tuple[int, float]] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        inner = inner.operation
+        if "collective" in inner.attributes:
+            match inner.name:
+                case "smalti.arrive":
+                    ranges.append(_static_range(inner.operands[0]))
+                case "smalti.async_load":
+                    ranges.append(_static_range(inner.operands[2]))
+        return ir.WalkResult.ADVANCE
+
+    if func is not None:
+        func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return tuple(ranges)
+
+
+def _static_range(value: ir.Value) -> tuple[int, float]:
+    """The bytes of the dynamic shared buffer an SMEM ref views (all of them, if unknown)."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return (0, math.inf)
+    owner = owner.operation
+    if owner.name == "smalti.with_transforms":
+        return _static_range(owner.operands[0])
+    offset = constant_index(owner.operands[0]) if owner.name == "smalti.slice_smem" else None
+    if offset is None:
+        return (0, math.inf)
+    return (offset, offset + smem_size_bytes(value.type))
 
 
 @lowering_rule("smalti.warpgroup_barrier")

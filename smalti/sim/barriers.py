@@ -27,6 +27,11 @@ class MBarrier:
     phase: int = 0
     landed: list = field(default_factory=list)  # async ops whose complete_tx hit this phase
     completed: list = field(default_factory=list)  # their ops once the phase completed
+    # Arrivals by threads of other CTAs in the current phase: None (none), "cluster" (every
+    # one released at .cluster scope) or the weaker semantics one of them had; and the same
+    # for the last completed phase, which waits check (smalti.sim.ops.mbarrier).
+    remote: str | None = None
+    completed_remote: str | None = None
 
 
 Key = tuple[int, int]  # (block, shared address)
@@ -76,9 +81,13 @@ class BarrierTable:
             bar.landed.append(op)
         self._settle(key, bar)
 
-    def arrive(self, key: Key, count: int, thread: int, drop: bool = False) -> int:
-        """`count` arrivals (after any expect-tx); returns the phase they arrived on."""
+    def arrive(self, key: Key, count: int, thread: int, drop: bool = False,
+               remote: str | None = None) -> int:
+        """`count` arrivals (after any expect-tx); returns the phase they arrived on.
+        `remote`: some came from another CTA, released at "cluster" scope or more weakly."""
         bar = self.get(key, thread)
+        if remote is not None and bar.remote != remote:
+            bar.remote = remote if bar.remote in (None, "cluster") else bar.remote
         if count > bar.pending:
             raise Fault(f"{count} arrivals on the mbarrier at shared address {key[1]:#x} whose "
                         f"current phase awaits only {bar.pending}", thread)
@@ -102,6 +111,7 @@ class BarrierTable:
             bar.pending = bar.expected
             bar.completed.extend(bar.landed)
             bar.landed.clear()
+            bar.completed_remote, bar.remote = bar.remote, None
             self.version += 1
             self.on_phase(key[0])
 

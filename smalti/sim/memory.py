@@ -193,6 +193,15 @@ class SharedMemory:
         self.block_of = block_of
         self.peer = peer
         self.cluster_size = cluster_size
+        self.blocks = blocks
+        self.live: np.ndarray | None = None  # which threads run; the scheduler shares it
+
+    def exited(self, blocks: np.ndarray) -> np.ndarray:
+        """Which of `blocks` have no running thread left (none while nothing is scheduled)."""
+        if self.live is None:
+            return np.zeros(np.shape(blocks), np.bool_)
+        running = np.bincount(self.block_of[self.live], minlength=self.blocks) > 0
+        return ~running[blocks]
 
     def in_window(self, generic: np.ndarray) -> np.ndarray:
         """Which generic addresses fall in the shared window (own CTA or a cluster CTA)."""
@@ -229,6 +238,13 @@ class SharedMemory:
             raise Fault(f"shared::cluster {what} at {int(addresses[np.argmax(bad)]):#x} names "
                         f"a CTA outside the cluster of {self.cluster_size}", lanes.first(bad))
         target = np.where(remote, self.peer(blocks, np.maximum(ranks, 0)), blocks)
+        gone = remote & self.exited(target)
+        if gone.any():  # PTX ISA: a CTA's shared memory lives only while the CTA runs
+            first = int(np.argmax(gone))
+            raise Fault(f"shared::cluster {what} at {int(addresses[first]):#x} reaches CTA rank "
+                        f"{int(ranks[first])} of the cluster, which has exited: its peers must "
+                        "be done with its shared memory before it exits (barrier.cluster)",
+                        lanes.first(gone))
         return target, addresses % np.uint64(CTA_SPAN)
 
     def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes,

@@ -42,6 +42,7 @@ class _Threads:
         self.arrivals = np.zeros((self.blocks, CTA_BARRIERS), np.int64)
         self.expected = np.zeros((self.blocks, CTA_BARRIERS), np.int64)
         machine.live = self.live  # updated in place; warp ops skip exited threads
+        machine.shared.live = self.live  # remote shared accesses check their CTA still runs
         # mbarrier waits (`Wait` steps): blocked threads sleep at their wait until the async
         # engine's state changes; `on_sync` tells the hazard tracker a block synchronised.
         self.sleeping = np.zeros(n, np.bool_)

@@ -23,7 +23,9 @@ def owns_vectors(op: ir.Operation) -> bool:
 
 
 def warpgroup_collective(op: ir.Operation) -> bool:
-    return op.name in WARPGROUP_COLLECTIVE or owns_vectors(op)
+    """Also a collective arrive: its warpgroup meets before one thread releases each peer."""
+    return (op.name in WARPGROUP_COLLECTIVE or owns_vectors(op)
+            or (op.name == "smalti.arrive" and "collective" in op.attributes))
 
 
 def block_collective(op: ir.Operation) -> bool:

@@ -12,11 +12,13 @@ sleeping `test_wait` is also the simulator's answer to a spin loop, a program th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from smalti.ptx.module import Instruction, Symbol
-from smalti.sim.errors import Unsupported
+from smalti.sim.barriers import MBarrier
+from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, reader, writer
@@ -28,16 +30,32 @@ SCOPES = ("cta", "cluster")
 Action = Callable[[Machine, tuple[int, int], int, int], int]
 
 
-def _modifiers(inst: Instruction) -> tuple[Modifiers, str, str]:
-    """(modifiers left, the operation, the state space) of an mbarrier opcode."""
+@dataclass(frozen=True)
+class Ordering:
+    """An mbarrier instruction's memory semantics and scope (PTX ISA defaults: .release for
+    arrives, .acquire for waits, .cta scope)."""
+
+    sem: str | None
+    scope: str
+
+    def reaches_cluster(self) -> bool:
+        """Whether it synchronises with threads of other CTAs of the cluster."""
+        return self.scope == "cluster" and self.sem != "relaxed"
+
+    def describe(self, default: str) -> str:
+        return f".{self.sem or default}.{self.scope}"
+
+
+def _modifiers(inst: Instruction) -> tuple[Modifiers, str, str, Ordering]:
+    """(modifiers left, the operation, the state space, the ordering) of an mbarrier opcode."""
     mods = Modifiers(inst)
     operation = mods.items.pop(0) if mods.items else ""
-    mods.one_of(SEMANTICS)
-    mods.one_of(SCOPES)
+    sem = mods.one_of(SEMANTICS)
+    scope = mods.one_of(SCOPES, "cta")
     space = space_of(mods)
     if mods.one_of(("b64",)) is None:
         raise Unsupported("mbarrier instructions operate on .b64 objects")
-    return mods, operation, space
+    return mods, operation, space, Ordering(sem, scope)
 
 
 def _grouped(m: Machine, lanes: Lanes, targets: tuple[np.ndarray, np.ndarray]):
@@ -55,11 +73,11 @@ def _grouped(m: Machine, lanes: Lanes, targets: tuple[np.ndarray, np.ndarray]):
 @semantics("mbarrier")
 def decode_mbarrier(inst: Instruction, env: DecodeEnv) -> Step:
     """Dispatch on the mbarrier operation."""
-    mods, operation, space = _modifiers(inst)
+    mods, operation, space, ordering = _modifiers(inst)
     if operation in ("try_wait", "test_wait"):
         parity = mods.flag("parity")
         mods.done()
-        return _wait(inst, env, space, parity)
+        return _wait(inst, env, space, parity, ordering)
     drop = operation == "arrive_drop"
     if operation in ("arrive", "arrive_drop"):
         expect_tx = mods.flag("expect_tx")
@@ -67,7 +85,7 @@ def decode_mbarrier(inst: Instruction, env: DecodeEnv) -> Step:
         mods.done()
         if no_complete:
             raise Unsupported("mbarrier.arrive.noComplete is not supported")
-        return _arrive(inst, env, space, expect_tx, drop)
+        return _arrive(inst, env, space, expect_tx, drop, ordering)
     mods.done()
     match operation, inst.operands:
         case "init", (address, count):
@@ -101,8 +119,10 @@ def _update(address, space: str, env: DecodeEnv, count, action) -> Step:
     return Compute(run)
 
 
-def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop: bool) -> Step:
-    """[state =] mbarrier.arrive{.expect_tx} [addr]{, count}: the token is the phase number."""
+def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop: bool,
+            ordering: Ordering) -> Step:
+    """[state =] mbarrier.arrive{.expect_tx} [addr]{, count}: the token is the phase number.
+    An arrival from another CTA is recorded with its ordering, which the waits check."""
     match inst.operands:
         case (state, address):
             extra = None
@@ -117,6 +137,7 @@ def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop
         raise Unsupported("mbarrier.arrive.shared::cluster returns no state: use the sink _")
     targets_of = shared_targets(address, space, env)
     read_extra = None if extra is None else reader(extra, "u32", env)
+    remote_as = "cluster" if ordering.reaches_cluster() else ordering.describe("release")
 
     def run(m: Machine, lanes: Lanes) -> None:
         targets = targets_of(m, lanes)
@@ -131,7 +152,9 @@ def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop
                 count = positions.size
             else:
                 count = positions.size if values is None else int(values[positions].sum())
-            tokens[positions] = barriers.arrive(key, count, thread, drop)
+            remote = (m.geometry.block_of[ids[positions]] != key[0]).any()
+            tokens[positions] = barriers.arrive(key, count, thread, drop,
+                                                remote_as if remote else None)
         if write is not None:
             write(m, lanes, tokens)
         m.async_engine.tick()
@@ -139,8 +162,12 @@ def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop
     return Compute(run)
 
 
-def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool) -> Step:
-    """p = try_wait/test_wait{.parity} [addr], state|parity{, hint}: sleeps while incomplete."""
+def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool,
+          ordering: Ordering) -> Step:
+    """p = try_wait/test_wait{.parity} [addr], state|parity{, hint}: sleeps while incomplete.
+    A wait that sees a phase threads of other CTAs arrived on must synchronise with them:
+    their arrives released at .cluster scope, itself acquiring at .cluster scope (PTX ISA,
+    "Memory Consistency Model": morally strong operations need each other's thread in scope)."""
     if len(inst.operands) not in (3, 4):
         raise Unsupported("mbarrier waits take a predicate, an address and a state or parity")
     dest, address, phase = inst.operands[:3]
@@ -164,6 +191,8 @@ def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool) -> Step:
                                           None if parity else int(p), thread)
                 done[at] = ok
                 if ok:
+                    _check_remote(engine.barriers.table[key], None if parity else int(p),
+                                  ordering, thread)
                     engine.observed(*key)
                 else:
                     what = engine.barriers.describe(key)
@@ -177,6 +206,22 @@ def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool) -> Step:
         return done
 
     return Wait(poll)
+
+
+def _check_remote(bar: MBarrier, token: int | None, ordering: Ordering, thread: int) -> None:
+    """Fault when the wait observes the last completed phase (a parity wait, or one whose
+    token names it), another CTA arrived on it, and the arrive's release or the wait's
+    acquire does not reach across CTAs."""
+    if bar.completed_remote is None or (token is not None and token != bar.phase - 1):
+        return
+    if bar.completed_remote != "cluster":
+        raise Fault(f"this wait observes an mbarrier phase a thread of another CTA arrived on "
+                    f"with {bar.completed_remote} semantics, which do not order that thread's "
+                    "accesses before this CTA's: arrive with .release.cluster", thread)
+    if not ordering.reaches_cluster():
+        raise Fault(f"this wait ({ordering.describe('acquire')}) observes an mbarrier phase a "
+                    "thread of another CTA arrived on: only a wait with .acquire.cluster "
+                    "synchronises with its release", thread)
 
 
 def _subset(lanes: Lanes, keep: np.ndarray) -> Lanes:

@@ -179,7 +179,13 @@ def _multicast_targets(m: Machine, thread: int, mask: int, what: str) -> list[tu
                     thread)
     block = int(geometry.block_of[thread])
     ranks = [r for r in range(size) if mask >> r & 1]
-    return [(int(geometry.peer(block, r)),) * 2 for r in ranks]
+    blocks = [int(geometry.peer(block, r)) for r in ranks]
+    for rank, target in zip(ranks, blocks, strict=True):
+        if target != block and m.shared.exited(np.array([target]))[0]:
+            raise Fault(f"{what}: ctaMask {mask:#x} names CTA rank {rank} of the cluster, "
+                        "which has exited: a CTA's peers must be done with its shared memory "
+                        "before it exits (barrier.cluster)", thread)
+    return [(target, target) for target in blocks]
 
 
 def _issue_load(m: Machine, tm: TensorMap, point: tuple[int, ...], dst: tuple[int, int],
