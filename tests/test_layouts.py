@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from smalti.tiling import (
+    WGMMA_A_LAYOUTS,
     WGMMA_LAYOUT,
+    WGMMA_LAYOUT_TF32_A,
     LayoutError,
     Replicated,
     TiledLayout,
@@ -25,6 +27,34 @@ def test_wgmma_accumulator_matches_the_isa_formula(n):
     col = 2 * (t % 4) + (i & 1) + 8 * (i >> 2)
     np.testing.assert_array_equal(index[..., 0], row)
     np.testing.assert_array_equal(index[..., 1], col)
+
+
+@pytest.mark.parametrize("k", range(8, 129, 8))
+def test_tf32_a_layout_matches_the_isa_k8_a_fragment(k):
+    """wgmma .m64nNk8 .tf32 A (PTX ISA figure "register fragment layout for matrix A";
+    CUTLASS ALayout_64x8): register i of thread t at row 16w + g + 8*(i & 1), column
+    q + 4*(i >> 1), the next K step's four registers 8 columns on."""
+    index = WGMMA_LAYOUT_TF32_A.element_index((64, k))[:, :, 0, :]
+    t = np.arange(128)[:, None]
+    i = np.arange(k // 2)[None, :]
+    row = 16 * (t // 32) + (t % 32) // 4 + 8 * (i & 1)
+    col = t % 4 + 4 * (i >> 1)
+    np.testing.assert_array_equal(index[..., 0], row)
+    np.testing.assert_array_equal(index[..., 1], col)
+
+
+@pytest.mark.parametrize("bits", sorted(WGMMA_A_LAYOUTS))
+def test_a_layouts_hold_what_the_simulated_wgmma_reads(bits):
+    """Each thread's four .b32 registers of one instruction (64 rows, 32 bytes of K) in the
+    A layout of `bits` hold the elements the simulator's wgmma takes from them."""
+    from smalti.sim.ops.wgmma import a_fragment_coords
+
+    per = 32 // bits
+    k = 32 * 8 // bits
+    rows, ks = a_fragment_coords(bits // 8)  # [thread, register, element]
+    index = WGMMA_A_LAYOUTS[bits].element_index((64, k)).reshape(128, 4, per, 2)
+    np.testing.assert_array_equal(index[..., 0], rows)
+    np.testing.assert_array_equal(index[..., 1], ks)
 
 
 def test_wgmma_layout_covers_a_128_row_tile_exactly_once():

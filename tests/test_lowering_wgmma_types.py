@@ -143,21 +143,6 @@ def test_ptxas_accepts_for_sm_90a(case):
     assert sum(c for op, c in counts.items() if op.startswith(opcode)) == instructions, counts
 
 
-def test_f8_values_in_registers_are_rejected_located():
-    text = """
-func.func @load_f8(%a: memref<64x32xf8E4M3FN>, %out: memref<64x32xf8E4M3FN>)
-    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
-  %c0 = arith.constant 0 : index
-  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<64x32xf8E4M3FN>, index, index) -> vector<64x32xf8E4M3FN>
-  "smalti.vector_store"(%v, %out, %c0, %c0) : (vector<64x32xf8E4M3FN>, memref<64x32xf8E4M3FN>, index, index) -> ()
-  return
-}
-"""
-    with pytest.raises(DiagnosticError, match=r"load_f8.mlir:5:\d+: error: 'smalti.vector_load' op "
-                                              r"vectors of vector<64x32xf8E4M3FN> are not supported"):
-        compile_mlir(text, "load_f8.mlir")
-
-
 def test_lowering_rejects_an_mn_major_f8_operand_the_verifier_cannot_see():
     """Hand-annotated IR without the wgmma's in_transforms: the lowering reads B's transforms
     from its slice and refuses an MN-major f8 B (wgmma would read it K-major: wrong numbers)."""

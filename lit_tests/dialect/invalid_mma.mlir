@@ -69,21 +69,36 @@ func.func @wgmma_tf32_k(%acc: vector<64x64xf32>) {
 
 // -----
 
-func.func @wgmma_f8_a_in_registers(%acc: vector<64x64xf32>, %a: vector<64x32xf8E4M3FN>) {
+// A from registers takes the same K granularity as from shared memory: 32 bytes.
+func.func @wgmma_f8_register_a_k(%acc: vector<64x64xf32>, %a: vector<64x16xf8E4M3FN>) {
   %o = arith.constant 0 : index
-  %b = "smalti.slice_smem"(%o) : (index) -> memref<32x64xf8E4M3FN, #gpu.address_space<workgroup>>
-  // expected-error @+1 {{reads A of f8E4M3FN from shared memory only (A in registers must be bf16 or f16)}}
-  %d = "smalti.wgmma"(%acc, %a, %b) : (vector<64x64xf32>, vector<64x32xf8E4M3FN>, memref<32x64xf8E4M3FN, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<16x64xf8E4M3FN, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{K (16) must be a multiple of 32 for f8E4M3FN (32 bytes per wgmma instruction)}}
+  %d = "smalti.wgmma"(%acc, %a, %b) : (vector<64x64xf32>, vector<64x16xf8E4M3FN>, memref<16x64xf8E4M3FN, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
   return
 }
 
 // -----
 
-func.func @wgmma_tf32_a_in_registers(%acc: vector<64x64xf32>, %a: vector<64x8xf32>) {
+// With A in registers, B is the only SMEM operand: in_transforms has its one entry.
+func.func @wgmma_tf32_register_a_b_mn_major(%acc: vector<64x64xf32>, %a: vector<64x32xf32>) {
   %o = arith.constant 0 : index
-  %b = "smalti.slice_smem"(%o) : (index) -> memref<8x64xf32, #gpu.address_space<workgroup>>
-  // expected-error @+1 {{reads A of f32 from shared memory only}}
-  %d = "smalti.wgmma"(%acc, %a, %b) : (vector<64x64xf32>, vector<64x8xf32>, memref<8x64xf32, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<32x64xf32, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{reads B (f32) MN-major, but wgmma transposes only bf16/f16 operands}}
+  %d = "smalti.wgmma"(%acc, %a, %b) {in_transforms = [[#smalti.tile<[32, 32]>, #smalti.swizzle<128>]]} : (vector<64x64xf32>, vector<64x32xf32>, memref<32x64xf32, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
+  return
+}
+
+// -----
+
+// f8 (mixed formats) and f32 (as tf32) A from registers, K-major B.
+func.func @wgmma_register_a_ok(%acc: vector<64x64xf32>, %a8: vector<64x64xf8E5M2>, %a32: vector<64x32xf32>) {
+  %o = arith.constant 0 : index
+  %b0 = "smalti.slice_smem"(%o) : (index) -> memref<64x64xf8E4M3FN, #gpu.address_space<workgroup>>
+  %b = "smalti.with_transforms"(%b0) {transforms = [#smalti.transpose<[1, 0]>, #smalti.tile<[64, 64]>, #smalti.swizzle<64>]} : (memref<64x64xf8E4M3FN, #gpu.address_space<workgroup>>) -> memref<64x64xf8E4M3FN, #gpu.address_space<workgroup>>
+  %d = "smalti.wgmma"(%acc, %a8, %b) : (vector<64x64xf32>, vector<64x64xf8E5M2>, memref<64x64xf8E4M3FN, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
+  %b32 = "smalti.slice_smem"(%o) : (index) -> memref<32x64xf32, #gpu.address_space<workgroup>>
+  %e = "smalti.wgmma"(%d, %a32, %b32) {in_transforms = [[#smalti.transpose<[1, 0]>, #smalti.tile<[64, 32]>, #smalti.swizzle<128>]]} : (vector<64x64xf32>, vector<64x32xf32>, memref<32x64xf32, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
   return
 }
 

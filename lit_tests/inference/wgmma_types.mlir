@@ -48,3 +48,37 @@ func.func @tma_into_f8_b(%g: memref<128x64xf8E4M3FN>, %out: memref<64x64xf32>) {
   "smalti.vector_store"(%d, %out, %c0, %c0) : (vector<64x64xf32>, memref<64x64xf32>, index, index) -> ()
   return
 }
+
+// -----
+
+// A from registers gets the A fragment layout of its bit width, and the values it is
+// computed from get it too: the f32 load and scale before an arith.truncf to f8 take the
+// 8-bit layout (vectors of 4), an f32 (tf32) A the tf32 layout (one column per register, q
+// and q + 4 of each 8); a bf16 A the WGMMA layout.
+// CHECK-LABEL: func.func @register_a
+// CHECK: "smalti.vector_load"{{.*}} {out_layouts = [#smalti.tiled<tiling = {{\[}}[64, 16], [16, 16], [8, 16], [4]], warp = [-7], lane = [-3, -2], vector = -1>]} : {{.*}} -> vector<64x64xf32>
+// CHECK: arith.mulf {{.*}} {in_layouts = [#smalti.tiled<tiling = {{\[}}[64, 16], [16, 16], [8, 16], [4]]
+// CHECK: arith.truncf {{.*}} {in_layouts = [#smalti.tiled<tiling = {{\[}}[64, 16], [16, 16], [8, 16], [4]], warp = [-7], lane = [-3, -2], vector = -1>], out_layouts = [#smalti.tiled<tiling = {{\[}}[64, 16], [16, 16], [8, 16], [4]], warp = [-7], lane = [-3, -2], vector = -1>]}
+// CHECK: "smalti.wgmma"{{.*}}in_layouts = [#smalti.tiled<tiling = {{\[}}[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>, #smalti.tiled<tiling = {{\[}}[64, 16], [16, 16], [8, 16], [4]], warp = [-7], lane = [-3, -2], vector = -1>]
+// CHECK: "smalti.vector_load"{{.*}} {out_layouts = [#smalti.tiled<tiling = {{\[}}[64, 4], [16, 4], [8, 4], [1]], warp = [-7], lane = [-3, -2], vector = -1>]} : {{.*}} -> vector<64x32xf32>
+// CHECK: "smalti.wgmma"{{.*}}in_layouts = [#smalti.tiled<tiling = {{\[}}[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>, #smalti.tiled<tiling = {{\[}}[64, 4], [16, 4], [8, 4], [1]], warp = [-7], lane = [-3, -2], vector = -1>]
+// CHECK: "smalti.vector_load"{{.*}} {out_layouts = [#smalti.tiled<tiling = {{\[}}[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>]} : {{.*}} -> vector<64x16xbf16>
+func.func @register_a(%x: memref<64x64xf32>, %x32: memref<64x32xf32>, %x16: memref<64x16xbf16>, %out: memref<64x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %o_b = arith.constant 8192 : index
+  %acc = arith.constant dense<0.0> : vector<64x64xf32>
+  %scale = arith.constant dense<2.0> : vector<64x64xf32>
+  %v = "smalti.vector_load"(%x, %c0, %c0) : (memref<64x64xf32>, index, index) -> vector<64x64xf32>
+  %s = arith.mulf %v, %scale : vector<64x64xf32>
+  %a = arith.truncf %s : vector<64x64xf32> to vector<64x64xf8E4M3FN>
+  %b = "smalti.slice_smem"(%o_b) : (index) -> memref<64x64xf8E4M3FN, #gpu.address_space<workgroup>>
+  %d = "smalti.wgmma"(%acc, %a, %b) : (vector<64x64xf32>, vector<64x64xf8E4M3FN>, memref<64x64xf8E4M3FN, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
+  %a32 = "smalti.vector_load"(%x32, %c0, %c0) : (memref<64x32xf32>, index, index) -> vector<64x32xf32>
+  %b32 = "smalti.slice_smem"(%o_b) : (index) -> memref<32x64xf32, #gpu.address_space<workgroup>>
+  %e = "smalti.wgmma"(%d, %a32, %b32) : (vector<64x64xf32>, vector<64x32xf32>, memref<32x64xf32, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
+  %a16 = "smalti.vector_load"(%x16, %c0, %c0) : (memref<64x16xbf16>, index, index) -> vector<64x16xbf16>
+  %b16 = "smalti.slice_smem"(%o_b) : (index) -> memref<16x64xbf16, #gpu.address_space<workgroup>>
+  %f = "smalti.wgmma"(%e, %a16, %b16) : (vector<64x64xf32>, vector<64x16xbf16>, memref<16x64xbf16, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
+  "smalti.vector_store"(%f, %out, %c0, %c0) : (vector<64x64xf32>, memref<64x64xf32>, index, index) -> ()
+  return
+}

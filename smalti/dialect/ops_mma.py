@@ -5,13 +5,13 @@
           memref<64x128xbf16, #gpu.address_space<workgroup>>) -> vector<128x128xf32>
 
 d = acc + a @ b, with acc (M x N, f32) in registers (WGMMA layout), a (M x K) in shared
-memory or (bf16/f16 only) in registers, b (K x N) in shared memory. Input types, as wgmma
-multiplies them: bf16 x bf16, f16 x f16, f32 x f32 computed as tf32 (the tensor cores' only
-f32 path: each input keeps 10 mantissa bits, like `jax.lax.Precision.DEFAULT` on GPUs), and
-f8E4M3FN / f8E5M2 in any mix. Which operand is stored transposed (MN-major) follows from the
-SMEM refs' transforms; wgmma transposes only 16-bit operands, so f32 and f8 ones must be
-K-major: A as M x K, B as N x K in memory, i.e. B's ref viewed through transforms that start
-with `#smalti.transpose<[1, 0]>`.
+memory or in registers (in the A layout of its bit width, WGMMA_A_LAYOUTS), b (K x N) in
+shared memory. Input types, as wgmma multiplies them: bf16 x bf16, f16 x f16, f32 x f32
+computed as tf32 (the tensor cores' only f32 path: each input keeps 10 mantissa bits, like
+`jax.lax.Precision.DEFAULT` on GPUs), and f8E4M3FN / f8E5M2 in any mix. Which operand is
+stored transposed (MN-major) follows from the SMEM refs' transforms; wgmma transposes only
+16-bit operands, so f32 and f8 ones must be K-major: A as M x K, B as N x K in memory, i.e.
+B's ref viewed through transforms that start with `#smalti.transpose<[1, 0]>`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ PTX_INPUT_TYPES = {"bf16": "bf16", "f16": "f16", "f32": "tf32", "f8E4M3FN": "e4m
 """wgmma's name (PTX) of each MLIR input element type."""
 INPUT_TYPES = tuple(PTX_INPUT_TYPES)
 TRANSPOSABLE_TYPES = ("bf16", "f16")  # imm-trans-a/b exist only for these (PTX ISA)
-REGISTER_A_TYPES = ("bf16", "f16")  # the lowering holds no f32-as-tf32 or f8 A fragments yet
 
 
 def _family(element: str) -> str:
@@ -137,9 +136,6 @@ class WgmmaOp(SmaltiOp):
             raise error_at(op, f"K ({a_k}) must be a multiple of {k_step} for {b_type} "
                                f"({WGMMA_K_BYTES} bytes per wgmma instruction)")
         a_in_registers = isinstance(self.a.type, ir.VectorType)
-        if a_in_registers and a_type not in REGISTER_A_TYPES:
-            raise error_at(op, f"reads A of {a_type} from shared memory only (A in registers "
-                               f"must be {' or '.join(REGISTER_A_TYPES)})")
         if b_type not in TRANSPOSABLE_TYPES:
             self._verify_k_major(a_type, b_type, a_in_registers)
 

@@ -413,15 +413,19 @@ def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_byt
 
 @rule("smalti.wgmma")
 def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
-    """The accumulator lives in the WGMMA layout; SMEM operands in canonical swizzled tiles."""
-    from smalti.tiling import WGMMA_LAYOUT, LayoutError, wgmma_operand_transforms
+    """The accumulator lives in the WGMMA layout, A in registers in the A fragment layout of
+    its bit width; SMEM operands in canonical swizzled tiles."""
+    from smalti.tiling import WGMMA_A_LAYOUTS, WGMMA_LAYOUT, LayoutError, wgmma_operand_transforms
     from smalti.tiling.smem import tall_tile_rows
 
     acc, a, b = op.operands
     ctx.fix(acc, WGMMA_LAYOUT, "wgmma accumulates in the WGMMA register layout")
     ctx.equal(acc, op.results[0], "wgmma's result replaces its accumulator")
     if is_vector(a):
-        ctx.fix(a, WGMMA_LAYOUT, "wgmma reads A from registers in the WGMMA layout")
+        bits = bitwidth(ir.VectorType(a.type).element_type)
+        if bits in WGMMA_A_LAYOUTS:  # other types: the verifier reports them
+            ctx.fix(a, WGMMA_A_LAYOUTS[bits], f"wgmma reads {bits}-bit A from registers in "
+                                              f"the {bits}-bit A fragment layout")
     for name, ref in (("A", a), ("B", b)):
         if not is_smem_ref(ref):
             continue

@@ -2,7 +2,9 @@
 element at a time.
 
 A vector of i1 lives in predicate registers (one per element). 16-bit float operands are
-compared after an exact widening to f32, so no packed predicate forms are needed.
+compared after an exact widening to f32, so no packed predicate forms are needed. fp8
+vectors only select (their bytes move as they are); compare or convert them after
+arith.extf.
 """
 
 from __future__ import annotations
@@ -10,11 +12,18 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
+from smalti.lowering import packing
 from smalti.lowering.context import LoweringContext, layouts_of
-from smalti.lowering.elementwise import unpack
+from smalti.lowering.elementwise import FP8_NAMES, unpack
 from smalti.lowering.registry import lowering_rule
-from smalti.lowering.values import FragmentedArray, ScalarValue, element_type, fragment_geometry
-from smalti.ptx import Register, VectorOperand
+from smalti.lowering.values import (
+    FragmentedArray,
+    ScalarValue,
+    fragment_geometry,
+    register_bits,
+    vector_element_type,
+)
+from smalti.ptx import Register
 
 # MLIR's arith.cmpf predicates (by enum value) as PTX setp comparisons ("ordered" ones fail
 # on NaN, the "u" ones hold on NaN; PTX ISA, "setp").
@@ -30,21 +39,29 @@ CONVERSIONS = {  # op -> (rounding of the cvt, signed integer side)
 
 
 class _Elements:
-    """Element i of register vector v of an array, as a scalar register (unpacking pairs
-    once) — the element-wise view the ops here need."""
+    """Element i of register vector v of an array, as a scalar register (unpacking each
+    packed register once) — the element-wise view the ops here need."""
 
     def __init__(self, ctx: LoweringContext, array: FragmentedArray) -> None:
         self.ctx, self.array = ctx, array
-        self.halves: dict[tuple[int, int], list[Register]] = {}
+        self.parts: dict[tuple[int, int], list[Register]] = {}
 
     def __call__(self, v: int, i: int) -> Register:
         array = self.array
         if array.pack == 1:
             return array.vectors[v][i]
-        key = (v, i // 2)
-        if key not in self.halves:
-            self.halves[key] = unpack(self.ctx, array, array.vectors[v][i // 2])
-        return self.halves[key][i % 2]
+        key = (v, i // array.pack)
+        if key not in self.parts:
+            self.parts[key] = unpack(self.ctx, array, array.vectors[v][key[1]])
+        return self.parts[key][i % array.pack]
+
+
+def _no_fp8(op: ir.Operation, *elements) -> None:
+    """fp8 values have no PTX comparisons or integer conversions: a located error."""
+    for element in elements:
+        if element is not None and element.name in FP8_NAMES:
+            raise error_at(op, f"has no lowering for vectors of {element.name}; arith.extf "
+                               "them to f32 first")
 
 
 def _as_f32(ctx: LoweringContext, array: FragmentedArray, register: Register) -> Register:
@@ -57,23 +74,17 @@ def _build(ctx: LoweringContext, op: ir.Operation, make) -> None:
     """The op's vector result, element by element (`make(v, i)`), packed as its type is."""
     result = op.results[0]
     shape = tuple(ir.VectorType(result.type).shape)
-    element = element_type(ir.VectorType(result.type).element_type)
+    element = vector_element_type(ir.VectorType(result.type).element_type)
     if element is None:
         raise error_at(op, f"vectors of {result.type} are not supported")
     layout = layouts_of(op, "out_layouts", 1)[0]
     count, length = fragment_geometry(layout, shape)
-    probe = FragmentedArray(layout, shape, element, (), length)
+    pack = FragmentedArray(layout, shape, element, (), length).pack
     vectors = []
     for v in range(count):
         values = [make(v, i) for i in range(length)]
-        if probe.pack == 2:
-            packed = []
-            for i in range(0, length, 2):
-                reg = ctx.builder.reg("b32")
-                ctx.builder.emit("mov.b32", reg, VectorOperand((values[i], values[i + 1])))
-                packed.append(reg)
-            values = packed
-        vectors.append(tuple(values))
+        vectors.append(tuple(packing.join(ctx, element, values[i:i + pack], 1)
+                             for i in range(0, length, pack)))
     ctx.set(result, FragmentedArray(layout, shape, element, tuple(vectors), length))
 
 
@@ -87,6 +98,7 @@ def _cmpf(ctx: LoweringContext, op: ir.Operation) -> None:
 def lower_vector_compare(ctx: LoweringContext, op: ir.Operation) -> None:
     """arith.cmpf / arith.cmpi on vectors: one setp per element, into predicates."""
     a, b = (ctx.array(op, v) for v in op.operands)
+    _no_fp8(op, a.element)
     predicate = ir.IntegerAttr(op.attributes["predicate"]).value
     if op.name == "arith.cmpf":
         if predicate not in CMPF:
@@ -110,14 +122,14 @@ def lower_vector_select(ctx: LoweringContext, op: ir.Operation) -> None:
     """arith.select of vectors, by a vector of i1 (per element) or an i1 scalar (uniform)."""
     condition = op.operands[0]
     a, b = (ctx.array(op, v) for v in op.operands[1:])
-    bits = a.element.bits
+    bits = register_bits(a.element, 1)  # a lone byte is selected as its .b16
     opcode = f"selp.b{bits}" if a.element.scalar != "f32" else "selp.f32"
     register_type = a.element.scalar
     if not isinstance(condition.type, ir.VectorType):  # one uniform predicate
         predicate = ctx.get(condition)
         if not isinstance(predicate, ScalarValue):
             raise error_at(op, "expects an i1 condition")
-        vectors = tuple(tuple(ctx.builder.compute(f"selp.b{32 if a.pack == 2 else bits}",
+        vectors = tuple(tuple(ctx.builder.compute(f"selp.b{register_bits(a.element, a.pack)}",
                                                   a.register_type, x, y, predicate.operand)
                               for x, y in zip(va, vb, strict=True))
                         for va, vb in zip(a.vectors, b.vectors, strict=True))
@@ -137,9 +149,10 @@ def lower_vector_select(ctx: LoweringContext, op: ir.Operation) -> None:
 @lowering_rule(*CONVERSIONS)
 def _convert(ctx: LoweringContext, op: ir.Operation) -> None:
     source = ctx.array(op, op.operands[0])
-    target = element_type(ir.VectorType(op.results[0].type).element_type)
+    target = vector_element_type(ir.VectorType(op.results[0].type).element_type)
     if target is None:
         raise error_at(op, f"vectors of {op.results[0].type} are not supported")
+    _no_fp8(op, source.element, target)
     rounding, signed = CONVERSIONS[op.name]
     integer = target if op.name.endswith("tosi") or op.name.endswith("toui") else source.element
     int_type = f"{'s' if signed else 'u'}{integer.bits}"
@@ -160,7 +173,7 @@ def _integer_width(ctx: LoweringContext, op: ir.Operation) -> None:
     """Integer widening (sign- or zero-extending) and narrowing (keeping the low bits); an i1
     widens to -1/0 (extsi) or 1/0 (extui) and narrows from the lowest bit."""
     source = ctx.array(op, op.operands[0])
-    target = element_type(ir.VectorType(op.results[0].type).element_type)
+    target = vector_element_type(ir.VectorType(op.results[0].type).element_type)
     if target is None or target.is_float or source.element.is_float:
         raise error_at(op, f"vectors of {op.results[0].type} are not supported")
     b = ctx.builder

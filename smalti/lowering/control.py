@@ -27,6 +27,8 @@ from smalti.lowering.values import (
     element_type,
     elements_per_register,
     fragment_geometry,
+    register_type,
+    vector_element_type,
 )
 from smalti.ptx import Guard, Immediate, Register
 from smalti.ptx.module import Operand
@@ -70,14 +72,13 @@ def home_for(ctx: LoweringContext, op: ir.Operation, result: ir.Value, layout) -
     b = ctx.builder
     if isinstance(result.type, ir.VectorType):
         vector_type = ir.VectorType(result.type)
-        element = element_type(vector_type.element_type)
+        element = vector_element_type(vector_type.element_type)
         if element is None or element.bits == 1:
             raise error_at(op, f"cannot yield vectors of {vector_type.element_type}")
         shape = tuple(vector_type.shape)
         count, length = fragment_geometry(layout, shape)
         pack = elements_per_register(element, length)
-        register_type = element.packed if pack == 2 else element.scalar
-        vectors = tuple(tuple(b.reg(register_type) for _ in range(length // pack))
+        vectors = tuple(tuple(b.reg(register_type(element, pack)) for _ in range(length // pack))
                         for _ in range(count))
         return FragmentedArray(layout, shape, element, vectors, length)
     element = element_type(result.type)

@@ -1,4 +1,5 @@
-"""Elementwise vector ops: one PTX instruction per register, packed x2 forms for 16 bits."""
+"""Elementwise vector ops: one PTX instruction per register, packed x2 forms for 16 bits;
+float conversions, fp8 ones through PTX's pair conversions (.e4m3x2 / .e5m2x2)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,20 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
+from smalti.lowering import packing
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.values import (
     ELEMENT_TYPES,
     ElementType,
     FragmentedArray,
-    element_type,
     elements_per_register,
     fragment_geometry,
+    register_bits,
+    register_type,
+    vector_element_type,
 )
-from smalti.ptx import Immediate, KernelBuilder, Register, VectorOperand
+from smalti.ptx import Immediate, KernelBuilder, Register
 
 F32Computation = Callable[[KernelBuilder, list[Register]], Register]
 
@@ -83,6 +87,7 @@ INTEGER_OPS = {
     "arith.xori": "xor.{b}",
 }
 LOGICAL_OPS = ("arith.andi", "arith.ori", "arith.xori")  # the integer ops i1 vectors have
+FP8_NAMES = {"f8E4M3FN": "e4m3x2", "f8E5M2": "e5m2x2"}  # PTX's pair type of each fp8 format
 
 
 def _result_array(ctx: LoweringContext, op: ir.Operation, element: ElementType,
@@ -109,9 +114,12 @@ def _operands(ctx: LoweringContext, op: ir.Operation) -> list[FragmentedArray]:
 
 def lower_elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
     """Lower an elementwise arith/math op on vectors."""
-    element = element_type(ir.VectorType(op.results[0].type).element_type)
+    element = vector_element_type(ir.VectorType(op.results[0].type).element_type)
     if element is None:
         raise error_at(op, f"vectors of {op.results[0].type} are not supported")
+    if element.name in FP8_NAMES:
+        raise error_at(op, f"has no lowering for vectors of {element.name}: PTX computes "
+                           "nothing in fp8; arith.extf to f32 first")
     operands = _operands(ctx, op)
     b = ctx.builder
     if element.scalar == "pred" and op.name not in LOGICAL_OPS:
@@ -153,21 +161,8 @@ def _via_f32(ctx: LoweringContext, compute: F32Computation, operands: list[Fragm
 
 
 def unpack(ctx: LoweringContext, array: FragmentedArray, reg: Register) -> list[Register]:
-    """The 16-bit halves (low first) of a packed register, or [reg] if not packed."""
-    if array.pack == 1:
-        return [reg]
-    lo, hi = ctx.builder.reg("b16"), ctx.builder.reg("b16")
-    ctx.builder.emit("mov.b32", VectorOperand((lo, hi)), reg)
-    return [lo, hi]
-
-
-def narrow_from_f32(ctx: LoweringContext, element: ElementType, values: list[Register]
-                    ) -> Register:
-    """Round one or two f32 registers to `element` (two go packed, the first in the low half)."""
-    b = ctx.builder
-    if len(values) == 2:  # cvt.rn.bf16x2.f32 d, a, b puts a in the upper half
-        return b.compute(f"cvt.rn.{element.packed}.f32", "b32", values[1], values[0])
-    return b.compute(f"cvt.rn.{element.scalar}.f32", "b16", values[0])
+    """The elements (low first) of a packed register, each in its own register, or [reg]."""
+    return packing.elements(ctx, array.element, reg, array.pack)
 
 
 @lowering_rule(*(n for n in (*FLOAT_NATIVE, *FLOAT_VIA_F32, *INTEGER_OPS)
@@ -178,25 +173,60 @@ def _elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
 
 @lowering_rule("arith.extf", "arith.truncf")
 def _float_cast(ctx: LoweringContext, op: ir.Operation) -> None:
-    """f32 <-> bf16/f16 conversions (round to nearest even when narrowing)."""
+    """Conversions between f32, bf16/f16 and fp8, through f32: widening is exact, and
+    narrowing rounds once (to nearest even; to fp8 also saturating to the largest finite
+    value, `.satfinite`). The layout stays; only the packing changes."""
     source = ctx.array(op, op.operands[0])
-    target = element_type(ir.VectorType(op.results[0].type).element_type)
-    if target is None or {source.element.bits, target.bits} != {16, 32}:
-        raise error_at(op, f"converts only between f32 and 16-bit floats, not "
-                           f"{source.element.name} -> {op.results[0].type}")
-    b = ctx.builder
-    if op.name == "arith.extf":
-        widened = [[b.compute(f"cvt.f32.{source.element.scalar}", "f32", h)
-                    for r in vector for h in unpack(ctx, source, r)] for vector in source.vectors]
-        ctx.set(op.results[0], FragmentedArray(source.layout, source.shape, target,
-                                               tuple(map(tuple, widened)),
-                                               source.vector_length))
-        return
+    target = vector_element_type(ir.VectorType(op.results[0].type).element_type)
+    floats = ("f32", "bf16", "f16", *FP8_NAMES)
+    if target is None or source.element.name not in floats or target.name not in floats:
+        raise error_at(op, f"converts only between f32, bf16, f16 and fp8 (f8E4M3FN, "
+                           f"f8E5M2), not {source.element.name} -> {op.results[0].type}")
     pack = elements_per_register(target, source.vector_length)
-    narrowed = [tuple(narrow_from_f32(ctx, target, list(vector[i:i + pack]))
-                      for i in range(0, len(vector), pack)) for vector in source.vectors]
+    vectors = []
+    for vector in source.vectors:
+        wide = [w for r in vector for w in widen_to_f32(ctx, source, r)]
+        vectors.append(tuple(narrow_from_f32(ctx, target, wide[i:i + pack])
+                             for i in range(0, len(wide), pack)))
     ctx.set(op.results[0], FragmentedArray(source.layout, source.shape, target,
-                                           tuple(narrowed), source.vector_length))
+                                           tuple(vectors), source.vector_length))
+
+
+def widen_to_f32(ctx: LoweringContext, array: FragmentedArray, reg: Register
+                 ) -> list[Register]:
+    """The elements of one register of `array` as f32 registers (exact), lowest first."""
+    b = ctx.builder
+    element = array.element
+    if element.name == "f32":
+        return [reg]
+    if element.name not in FP8_NAMES:
+        return [b.compute(f"cvt.f32.{element.scalar}", "f32", h) for h in unpack(ctx, array, reg)]
+    # fp8 pairs (.b16) widen to f16x2 (exact), whose halves widen to f32
+    pairs = packing.split(ctx, element, reg, array.pack, max(array.pack // 2, 1))
+    wide = []
+    for pair in pairs:
+        halves = b.compute(f"cvt.rn.f16x2.{FP8_NAMES[element.name]}", "b32", pair)
+        lo, hi = packing.elements(ctx, ELEMENT_TYPES["f16"], halves, 2)
+        wide.extend(b.compute("cvt.f32.f16", "f32", h) for h in (lo, hi)[:array.pack])
+    return wide
+
+
+def narrow_from_f32(ctx: LoweringContext, element: ElementType, values: list[Register]
+                    ) -> Register:
+    """`values` (f32 registers, lowest first) rounded to `element` and packed into one
+    register: two 16-bit floats, or one to four fp8 values (PTX converts fp8 in pairs)."""
+    b = ctx.builder
+    if element.name == "f32":
+        (value,) = values
+        return value
+    if element.name in FP8_NAMES:  # cvt.rn.satfinite.e4m3x2.f32 d, a, b puts a in the upper byte
+        opcode = f"cvt.rn.satfinite.{FP8_NAMES[element.name]}.f32"
+        pairs = [b.compute(opcode, "b16", values[min(i + 1, len(values) - 1)], values[i])
+                 for i in range(0, len(values), 2)]
+        return packing.join(ctx, element, pairs, 2)
+    if len(values) == 2:  # cvt.rn.bf16x2.f32 d, a, b puts a in the upper half
+        return b.compute(f"cvt.rn.{element.packed}.f32", "b32", values[1], values[0])
+    return b.compute(f"cvt.rn.{element.scalar}.f32", "b16", values[0])
 
 
 def splat_constant(ctx: LoweringContext, op: ir.Operation, attr: ir.Attribute) -> None:
@@ -204,7 +234,7 @@ def splat_constant(ctx: LoweringContext, op: ir.Operation, attr: ir.Attribute) -
     if not (isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat):
         raise error_at(op, "non-splat vector constants are not supported yet")
     vector_type = ir.VectorType(op.results[0].type)
-    element = element_type(vector_type.element_type)
+    element = vector_element_type(vector_type.element_type)
     if element is None:
         raise error_at(op, f"vector constants of {vector_type.element_type} are not supported")
     layout = layouts_of(op, "out_layouts", 1)[0]
@@ -212,11 +242,10 @@ def splat_constant(ctx: LoweringContext, op: ir.Operation, attr: ir.Attribute) -
     count, length = fragment_geometry(layout, shape)
     pack = elements_per_register(element, length)
     bits = constant_bits(element, ir.DenseElementsAttr(attr).get_splat_value())
-    if pack == 2:
-        bits = bits | (bits << 16)
-    register_type = element.packed if pack == 2 else element.scalar
-    reg = ctx.builder.reg(register_type)
-    move = "mov.pred" if element.scalar == "pred" else f"mov.b{32 if pack == 2 else element.bits}"
+    bits = sum(bits << (element.bits * i) for i in range(pack))
+    reg = ctx.builder.reg(register_type(element, pack))
+    move = ("mov.pred" if element.scalar == "pred"
+            else f"mov.b{register_bits(element, pack)}")
     ctx.builder.emit(move, reg, Immediate(bits))
     vectors = tuple((reg,) * (length // pack) for _ in range(count))
     ctx.set(op.results[0], FragmentedArray(layout, shape, element, vectors, length))
@@ -238,7 +267,12 @@ def constant_bits(element: ElementType, attr: ir.Attribute) -> int:
             return int(np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16))
         case "f16":
             return int(np.array(value, dtype=np.float16).view(np.uint16))
+        case "f8E4M3FN":
+            return int(np.array(value, dtype=ml_dtypes.float8_e4m3fn).view(np.uint8))
+        case "f8E5M2":
+            return int(np.array(value, dtype=ml_dtypes.float8_e5m2).view(np.uint8))
     raise ValueError(f"no constant encoding for {element.name}")
 
 
-__all__ = ["ELEMENT_TYPES", "lower_elementwise", "narrow_from_f32", "splat_constant", "unpack"]
+__all__ = ["ELEMENT_TYPES", "FP8_NAMES", "lower_elementwise", "narrow_from_f32", "splat_constant",
+           "unpack", "widen_to_f32"]

@@ -7,6 +7,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.attributes import layout_to_text
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.packing import replicate
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.values import FragmentedArray, elements_per_register, fragment_geometry
 from smalti.tiling import WGSplatLayout
@@ -31,15 +32,6 @@ def broadcast_splat(ctx: LoweringContext, source: FragmentedArray, target) -> Fr
     (value,), = source.vectors
     count, length = fragment_geometry(target, source.shape)
     pack = elements_per_register(source.element, length)
-    if pack == 2:
-        packed = ctx.builder.reg("b32")
-        ctx.builder.emit("mov.b32", packed, _pair(value))
-        value = packed
+    value = replicate(ctx, source.element, value, pack)
     return FragmentedArray(target, source.shape, source.element,
                            tuple((value,) * (length // pack) for _ in range(count)), length)
-
-
-def _pair(value):
-    from smalti.ptx import VectorOperand
-
-    return VectorOperand((value, value))

@@ -15,6 +15,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.packing import PartialRegisters, RegisterParts, access_type
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.scalar import constant_scalar, scalar_add, scalar_mul
 from smalti.lowering.smem import is_smem_value, load_smem, store_smem
@@ -22,8 +23,9 @@ from smalti.lowering.values import (
     BufferValue,
     FragmentedArray,
     ScalarValue,
-    element_type,
     elements_per_register,
+    register_type,
+    vector_element_type,
 )
 from smalti.ptx import Address, Register, VectorOperand
 from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout, WGSplatLayout
@@ -164,23 +166,13 @@ def _access_elements(run: int, element_bytes: int, alignment: int) -> int:
     return count
 
 
-def _access_type(array_pack: int, element_bits: int, register_type: str, count: int
-                 ) -> tuple[str, int]:
-    """(PTX type of one access unit, units per access) for `count` elements."""
-    if array_pack == 2 and count >= 2:
-        return "b32", count // 2
-    if element_bits == 32:
-        return ("f32" if register_type == "f32" else "b32"), count
-    return f"b{element_bits}", count
-
-
 def _vector_suffix(units: int) -> str:
     return f".v{units}" if units > 1 else ""
 
 
 @lowering_rule("smalti.vector_load")
 def _vector_load(ctx: LoweringContext, op: ir.Operation) -> None:
-    if element_type(ir.VectorType(op.results[0].type).element_type) is None:
+    if vector_element_type(ir.VectorType(op.results[0].type).element_type) is None:
         raise error_at(op, f"vectors of {op.results[0].type} are not supported")
     if is_smem_value(ctx, op.operands[0]):
         load_smem(ctx, op)
@@ -194,23 +186,18 @@ def _vector_load(ctx: LoweringContext, op: ir.Operation) -> None:
     b = ctx.builder
     length = layout.distribution(shape).vector_length
     pack = elements_per_register(element, length)
-    register_type = element.packed if pack == 2 else element.scalar
+    partial = PartialRegisters(ctx, element, pack)
     vectors: list[list[Register]] = [[] for _ in range(layout.distribution(shape).num_registers)]
     for register, access in _accesses(ctx, op, buffer, list(op.operands)[1:], layout, shape):
-        unit, units = _access_type(pack, element.bits, register_type, access.count)
-        if pack == 2 and access.count == 1:  # a lone 16-bit element of a packed pair
-            half = b.compute("ld.global.b16", "b16", Address(access.address, access.offset))
-            vectors[register].append(half)
-            if access.first % 2 == 1:
-                lo, hi = vectors[register][-2:]
-                packed = b.reg("b32")
-                b.emit("mov.b32", packed, VectorOperand((lo, hi)))
-                vectors[register][-2:] = [packed]
+        unit, units = access_type(element, pack, access.count)
+        address = Address(access.address, access.offset)
+        if access.count < pack:  # part of one register: joined once it is whole
+            part = b.compute(f"ld.global.{unit}", unit, address)
+            partial.add(vectors, register, part, access.count)
             continue
-        registers = [b.reg(register_type) for _ in range(units)]
+        registers = [b.reg(register_type(element, pack)) for _ in range(units)]
         destination = VectorOperand(tuple(registers)) if units > 1 else registers[0]
-        b.emit(f"ld.global{_vector_suffix(units)}.{unit}", destination,
-               Address(access.address, access.offset))
+        b.emit(f"ld.global{_vector_suffix(units)}.{unit}", destination, address)
         vectors[register].extend(registers)
     ctx.set(result, FragmentedArray(layout, shape, element, tuple(map(tuple, vectors)), length))
 
@@ -229,19 +216,14 @@ def _vector_store(ctx: LoweringContext, op: ir.Operation) -> None:
     b = ctx.builder
     guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
         layout.distribution(array.shape))
-    halves: dict[tuple[int, int], list[Register]] = {}
+    parts = RegisterParts(ctx, array)
     for register, access in _accesses(ctx, op, buffer, list(op.operands)[2:], layout,
                                       array.shape):
-        unit, units = _access_type(array.pack, array.element.bits, array.register_type,
-                                   access.count)
+        unit, units = access_type(array.element, array.pack, access.count)
         address = Address(access.address, access.offset)
-        if array.pack == 2 and access.count == 1:
-            key = (register, access.first // 2)
-            if key not in halves:
-                lo, hi = b.reg("b16"), b.reg("b16")
-                b.emit("mov.b32", VectorOperand((lo, hi)), array.vectors[register][key[1]])
-                halves[key] = [lo, hi]
-            b.emit("st.global.b16", address, halves[key][access.first % 2], guard=guard)
+        if access.count < array.pack:
+            b.emit(f"st.global.{unit}", address, parts.part(register, access.first,
+                                                             access.count), guard=guard)
             continue
         start = access.first // array.pack
         sources = array.vectors[register][start:start + units]

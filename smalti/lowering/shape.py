@@ -19,6 +19,7 @@ from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.elementwise import unpack
 from smalti.lowering.layout import broadcast_splat
+from smalti.lowering.packing import join
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.values import (
     FragmentedArray,
@@ -27,7 +28,7 @@ from smalti.lowering.values import (
     elements_per_register,
     fragment_geometry,
 )
-from smalti.ptx import Register, VectorOperand
+from smalti.ptx import Register
 from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout, WGSplatLayout
 from smalti.tiling.layouts import unravel
 
@@ -63,34 +64,29 @@ def element_picks(source: Layout, source_shape: Shape, target: Layout, target_sh
 def regather(ctx: LoweringContext, source: FragmentedArray, picks: list[list[tuple[int, int]]],
              layout: Layout, shape: Shape) -> FragmentedArray:
     """The array of `layout` whose slot (r, s) is the source's element picks[r][s]; packed
-    16-bit registers are reused whole when a pair stays together."""
+    registers are reused whole when their elements stay together."""
     length = len(picks[0])
     pack = elements_per_register(source.element, length)
-    halves: dict[tuple[int, int], list[Register]] = {}
+    parts: dict[tuple[int, int], list[Register]] = {}
 
     def element(r: int, s: int) -> Register:
         if source.pack == 1:
             return source.vectors[r][s]
-        key = (r, s // 2)
-        if key not in halves:
-            halves[key] = unpack(ctx, source, source.vectors[r][s // 2])
-        return halves[key][s % 2]
+        key = (r, s // source.pack)
+        if key not in parts:
+            parts[key] = unpack(ctx, source, source.vectors[r][key[1]])
+        return parts[key][s % source.pack]
 
     vectors = []
     for row in picks:
         vector = []
         for i in range(0, length, pack):
             chosen = row[i:i + pack]
-            if pack == 2 and source.pack == 2 and chosen[0][0] == chosen[1][0] \
-                    and chosen[0][1] % 2 == 0 and chosen[1][1] == chosen[0][1] + 1:
-                vector.append(source.vectors[chosen[0][0]][chosen[0][1] // 2])
-            elif pack == 2:
-                packed = ctx.builder.reg("b32")
-                ctx.builder.emit("mov.b32", packed,
-                                 VectorOperand(tuple(element(r, s) for r, s in chosen)))
-                vector.append(packed)
+            (r0, s0), whole = chosen[0], source.pack == pack > 1
+            if whole and s0 % pack == 0 and chosen == [(r0, s0 + j) for j in range(pack)]:
+                vector.append(source.vectors[r0][s0 // pack])  # a register kept whole
             else:
-                vector.append(element(*chosen[0]))
+                vector.append(join(ctx, source.element, [element(r, s) for r, s in chosen], 1))
         vectors.append(tuple(vector))
     return FragmentedArray(layout, shape, source.element, tuple(vectors), length)
 

@@ -17,6 +17,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.attributes import attr_to_transforms
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.packing import PartialRegisters, RegisterParts, access_type
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.values import (
     ElementType,
@@ -24,6 +25,7 @@ from smalti.lowering.values import (
     ScalarValue,
     elements_per_register,
     memory_element_type,
+    register_type,
 )
 from smalti.ptx import Address, Immediate, Register, Symbol, VectorOperand
 from smalti.tiling import (
@@ -333,13 +335,6 @@ def _unravel(ctx: LoweringContext, flat: Register, offset: int, shape: tuple[int
     return parts
 
 
-def _access_type(pack: int, element: ElementType, register_type: str, count: int
-                 ) -> tuple[str, int]:
-    if pack == 2:
-        return "b32", count // 2
-    return ("f32" if register_type == "f32" else f"b{element.bits}"), count
-
-
 def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
     """vector_load from a shared-memory ref."""
     result = op.results[0]
@@ -348,20 +343,16 @@ def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
     ref = smem_ref(ctx, op, op.operands[0])
     dist = layout.distribution(shape)
     pack = elements_per_register(ref.element, dist.vector_length)
-    register_type = ref.element.packed if pack == 2 else ref.element.scalar
+    partial = PartialRegisters(ctx, ref.element, pack)
     vectors: list[list[Register]] = [[] for _ in range(dist.num_registers)]
     b = ctx.builder
-    for register, first, count, address in _accesses(ctx, op, ref, list(op.operands)[1:],
-                                                     layout, shape):
-        if count < pack:  # one 16-bit half of a packed pair: pack once both are loaded
-            vectors[register].append(b.compute("ld.shared.b16", "b16", address))
-            if first % 2 == 1:
-                packed = b.reg("b32")
-                b.emit("mov.b32", packed, VectorOperand(tuple(vectors[register][-2:])))
-                vectors[register][-2:] = [packed]
+    for register, _, count, address in _accesses(ctx, op, ref, list(op.operands)[1:], layout,
+                                                 shape):
+        unit, units = access_type(ref.element, pack, count)
+        if count < pack:  # part of one register: joined once it is whole
+            partial.add(vectors, register, b.compute(f"ld.shared.{unit}", unit, address), count)
             continue
-        unit, units = _access_type(pack, ref.element, register_type, count)
-        registers = [b.reg(register_type) for _ in range(units)]
+        registers = [b.reg(register_type(ref.element, pack)) for _ in range(units)]
         destination = VectorOperand(tuple(registers)) if units > 1 else registers[0]
         b.emit(f"ld.shared{f'.v{units}' if units > 1 else ''}.{unit}", destination, address)
         vectors[register].extend(registers)
@@ -380,14 +371,14 @@ def store_smem(ctx: LoweringContext, op: ir.Operation) -> None:
     b = ctx.builder
     guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
         layout.distribution(array.shape))
+    parts = RegisterParts(ctx, array)
     for register, first, count, address in _accesses(ctx, op, ref, list(op.operands)[2:],
                                                      layout, array.shape):
-        if count < array.pack:  # one 16-bit half of a packed pair
-            halves = (b.reg("b16"), b.reg("b16"))
-            b.emit("mov.b32", VectorOperand(halves), array.vectors[register][first // 2])
-            b.emit("st.shared.b16", address, halves[first % 2], guard=guard)
+        unit, units = access_type(ref.element, array.pack, count)
+        if count < array.pack:  # part of one register
+            b.emit(f"st.shared.{unit}", address, parts.part(register, first, count),
+                   guard=guard)
             continue
-        unit, units = _access_type(array.pack, ref.element, array.register_type, count)
         start = first // array.pack
         sources = array.vectors[register][start:start + units]
         source = VectorOperand(tuple(sources)) if units > 1 else sources[0]

@@ -19,7 +19,7 @@ class ElementType:
     bits: int
     scalar: str  # PTX type of one element: "f32", "bf16", "s32", "pred"
     packed: str | None = None  # PTX type of two elements in one .b32 register, if any
-    in_registers: bool = True  # False: only memory holds it (TMA moves it, wgmma reads it)
+    vector_only: bool = False  # True: no scalar values (fp8 lives packed in vector registers)
 
     @property
     def is_float(self) -> bool:
@@ -36,8 +36,8 @@ ELEMENT_TYPES = {
         ElementType("f32", 32, "f32"),
         ElementType("bf16", 16, "bf16", "bf16x2"),
         ElementType("f16", 16, "f16", "f16x2"),
-        ElementType("f8E4M3FN", 8, "b8", in_registers=False),
-        ElementType("f8E5M2", 8, "b8", in_registers=False),
+        ElementType("f8E4M3FN", 8, "b8", vector_only=True),
+        ElementType("f8E5M2", 8, "b8", vector_only=True),
         ElementType("i32", 32, "s32"),
         ElementType("i16", 16, "s16"),
         ElementType("i64", 64, "s64"),
@@ -49,9 +49,14 @@ ELEMENT_TYPES = {
 
 
 def element_type(t: ir.Type) -> ElementType | None:
-    """The element type of a register value (scalar or vector element), None if unsupported."""
+    """The type of a scalar register value, None if unsupported (fp8 has no scalars)."""
     element = ELEMENT_TYPES.get(str(t))
-    return element if element is not None and element.in_registers else None
+    return element if element is not None and not element.vector_only else None
+
+
+def vector_element_type(t: ir.Type) -> ElementType | None:
+    """The element type of a vector in registers, None if unsupported."""
+    return ELEMENT_TYPES.get(str(t))
 
 
 def memory_element_type(t: ir.Type) -> ElementType | None:
@@ -89,7 +94,8 @@ class BufferValue:
 @dataclass(frozen=True)
 class FragmentedArray:
     """A warpgroup-owned vector: per register vector of the layout, the PTX registers holding
-    its elements. 16-bit elements pair up in .b32 registers when the vector length is even."""
+    its elements, `pack` per register (`elements_per_register`), the lowest element in the
+    lowest bits."""
 
     layout: Layout
     shape: tuple[int, ...]
@@ -103,11 +109,30 @@ class FragmentedArray:
 
     @property
     def register_type(self) -> str:
-        return self.element.packed if self.pack == 2 else self.element.scalar
+        return register_type(self.element, self.pack)
 
 
 def elements_per_register(element: ElementType, vector_length: int) -> int:
+    """How many elements of a register vector share one register: 16-bit pairs in a .b32
+    when the vector length is even; 8-bit quads in a .b32 when it is a multiple of 4, else
+    pairs in a .b16 when even (the unit of PTX's fp8 conversions), else one byte in the low
+    half of a .b16 (its upper byte unspecified)."""
+    if element.bits == 8:
+        return 4 if vector_length % 4 == 0 else 2 if vector_length % 2 == 0 else 1
     return 2 if element.packed is not None and vector_length % 2 == 0 else 1
+
+
+def register_type(element: ElementType, pack: int) -> str:
+    """The PTX type of a register holding `pack` elements."""
+    if element.bits == 8:
+        return "b32" if pack == 4 else "b16"
+    return element.packed if pack == 2 else element.scalar
+
+
+def register_bits(element: ElementType, pack: int) -> int:
+    """The bits of PTX data `pack` elements occupy (at least 16 for 8-bit elements, which
+    live in .b16 registers when alone)."""
+    return max(element.bits * pack, 16) if element.bits == 8 else element.bits * pack
 
 
 LoweredValue = ScalarValue | BufferValue | FragmentedArray

@@ -7,7 +7,8 @@ between 8-row groups, LBO unused; MN-major: LBO is the distance between swizzle-
 of MN, SBO between 8-row groups of K. A is MN-major when its transforms start with a
 transpose; B (K x N) is MN-major unless they do. Each instruction takes 32 bytes of K (k16
 for bf16/f16, k8 for tf32, k32 for f8); only bf16/f16 take the imm-trans-a/b operands (the
-verifier keeps f32 and f8 operands K-major).
+verifier keeps f32 and f8 operands K-major). A in registers is four .b32 registers per
+instruction, in the A fragment layout of its bit width (WGMMA_A_LAYOUTS).
 
     wgmma.fence; per K step, per 64-row block: wgmma.mma_async; commit_group; wait_group 0
 """
@@ -29,7 +30,7 @@ from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, smem_address, smem_ref, static_offset
 from smalti.lowering.values import FragmentedArray
 from smalti.ptx import Immediate, Register, VectorOperand
-from smalti.tiling import WGMMA_LAYOUT
+from smalti.tiling import WGMMA_A_LAYOUTS, WGMMA_LAYOUT
 
 M_BLOCK = 64
 K_BYTES = 32
@@ -107,11 +108,19 @@ def _accumulator(ctx: LoweringContext, acc: FragmentedArray, block: int,
     return registers
 
 
-def _a_registers(a: FragmentedArray, block: int, step: int,
-                 where: dict[tuple[int, ...], int]) -> list[Register]:
-    """The four .b32 registers of A for one block and K step (two 16-bit elements each)."""
-    return [a.vectors[where[(M_BLOCK * block + 8 * (j & 1), 16 * step + 8 * (j >> 1))]][0]
-            for j in range(4)]
+def _a_registers(ctx: LoweringContext, a: FragmentedArray, block: int, step: int,
+                 where: dict[tuple[int, ...], int]) -> VectorOperand:
+    """The four .b32 registers of A for one block and K step: register j holds rows 8*(j&1)
+    on from the block's (of each thread's), and the 32-bit K chunk (two 16-bit, four 8-bit
+    or one tf32 element) half an instruction's K further for j >= 2 (WGMMA_A_LAYOUTS).
+    f32 registers are copied to .b32 ones: ptxas takes tf32 A fragments only as .b32."""
+    k_step = K_BYTES // a.element.bytes
+    registers = [a.vectors[where[(M_BLOCK * block + 8 * (j & 1),
+                                  k_step * step + k_step // 2 * (j >> 1))]][0]
+                 for j in range(4)]
+    if a.element.name == "f32":
+        registers = [ctx.builder.compute("mov.b32", "b32", r) for r in registers]
+    return VectorOperand(tuple(registers))
 
 
 @lowering_rule("smalti.wgmma")
@@ -134,10 +143,15 @@ def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
     k_step = K_BYTES // element.bytes
     a_value = ctx.values.get(op.operands[1])
     if isinstance(a_value, FragmentedArray):
-        if a_value.layout != WGMMA_LAYOUT or a_value.pack != 2:
-            raise error_at(op, "A in registers must be 16-bit values in the WGMMA layout")
+        a_layout = WGMMA_A_LAYOUTS.get(a_value.element.bits)
+        if a_value.layout != a_layout or a_value.pack * a_value.element.bits != 32:
+            raise error_at(op, f"A in registers must be in the {a_value.element.bits}-bit A "
+                               "fragment layout (WGMMA_A_LAYOUTS); run smalti-infer-layouts")
         a_where = _vector_index(a_value)
         a_ref, a_mn_major, a_element = None, False, a_value.element
+        # before the fence: registers written after it may not feed this wgmma (PTX ISA)
+        fragments = {(step, block): _a_registers(ctx, a_value, block, step, a_where)
+                     for step in range(steps) for block in range(m // M_BLOCK)}
     else:
         a_ref = smem_ref(ctx, op, op.operands[1])
         a_mn_major, a_bits = _descriptor_fields(op, a_ref, is_b=False)
@@ -159,7 +173,7 @@ def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
             d = VectorOperand(tuple(_accumulator(ctx, result, block, where)))
             tail = [scale_d, Immediate(1), Immediate(1)]
             if a_ref is None:
-                a_operand = VectorOperand(tuple(_a_registers(a_value, block, step, a_where)))
+                a_operand = fragments[(step, block)]
             else:
                 a_operand = _descriptor(ctx, a_base, _offset(a_ref, M_BLOCK * block,
                                                              k_step * step, False)

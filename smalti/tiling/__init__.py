@@ -9,9 +9,11 @@ from smalti.tiling.algebra import (
 )
 from smalti.tiling.canonical import (
     BROADCAST_TARGETS,
+    WGMMA_A_LAYOUTS,
     WGMMA_COL_LAYOUT,
     WGMMA_LAYOUT_8BIT,
     WGMMA_LAYOUT_16BIT,
+    WGMMA_LAYOUT_TF32_A,
     WGMMA_LAYOUT_UPCAST_2X,
     WGMMA_LAYOUT_UPCAST_4X,
     WGMMA_ROW_LAYOUT,
@@ -46,8 +48,9 @@ from smalti.tiling.smem import (
 )
 
 __all__ = [
-    "BROADCAST_TARGETS", "WARPGROUP_SIZE", "WARP_SIZE", "WGMMA_COL_LAYOUT", "WGMMA_LAYOUT",
-    "WGMMA_LAYOUT_8BIT", "WGMMA_LAYOUT_16BIT", "WGMMA_LAYOUT_UPCAST_2X",
+    "BROADCAST_TARGETS", "WARPGROUP_SIZE", "WARP_SIZE", "WGMMA_A_LAYOUTS", "WGMMA_COL_LAYOUT",
+    "WGMMA_LAYOUT", "WGMMA_LAYOUT_8BIT", "WGMMA_LAYOUT_16BIT", "WGMMA_LAYOUT_TF32_A",
+    "WGMMA_LAYOUT_UPCAST_2X",
     "WGMMA_LAYOUT_UPCAST_4X", "WGMMA_ROW_LAYOUT", "WGMMA_TRANSPOSED_LAYOUT", "Distribution",
     "Layout", "LayoutError", "RelayoutCost", "Replicated", "SwizzleTransform", "ThreadTerm",
     "TileTransform", "TiledLayout", "Tiling", "Transform", "TransposeTransform",

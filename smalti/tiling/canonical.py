@@ -11,7 +11,9 @@ exactly the two halves (low = lower column) of one packed .b32 register of the I
 registers. So there is no separate packed layout: the lowering packs a vector of 2 16-bit
 elements into one register (`elements_per_register`), and converting between f32 and bf16
 in the WGMMA layout moves no data between threads. 8-bit values use a vector of 4 (one
-.b32 register of four bytes, lowest column in the lowest byte).
+.b32 register of four bytes, lowest column in the lowest byte). wgmma's A operand from
+registers has one layout per element width (WGMMA_A_LAYOUTS); for f32 (tf32) it is not the
+accumulator's.
 """
 
 from __future__ import annotations
@@ -63,6 +65,23 @@ WGMMA_LAYOUT_8BIT = TiledLayout(
 register fragment layout for matrix A"): element i (0..15) of thread t is at row
 16w + g + 8*((i >> 2) & 1), column 4q + (i & 3) + 16*(i >> 3); one .b32 register holds a
 vector of 4 adjacent columns."""
+
+WGMMA_LAYOUT_TF32_A = TiledLayout(
+    Tiling(((64, 4), (16, 4), (8, 4), (1,))),
+    warp_dims=(-7,),
+    lane_dims=(-3, -2),
+    vector_dim=-1,
+)
+"""The 32-bit A operand of wgmma .m64nNk8 (.tf32; figure "WGMMA .m64nNk8 register fragment
+layout for matrix A"): register i (0..3) of thread t holds row 16w + g + 8*(i & 1), column
+q + 4*(i >> 1), one element per .b32 register. Unlike the accumulator's (WGMMA_LAYOUT), a
+thread's two columns are 4 apart, so an f32 value feeds wgmma as tf32 A only in this
+layout."""
+
+WGMMA_A_LAYOUTS = {8: WGMMA_LAYOUT_8BIT, 16: WGMMA_LAYOUT_16BIT, 32: WGMMA_LAYOUT_TF32_A}
+"""The layout of wgmma's A operand in registers, by element bit width: each thread's four
+.b32 registers per 64 rows and 32 bytes of K hold rows g and g + 8 at bytes 4q..4q+3 of
+each 16-byte half of K (the same figure for every width, in the element's units)."""
 
 WGMMA_LAYOUT_UPCAST_2X = TiledLayout(
     Tiling(((64, 16), (16, 16), (8, 16), (8,), (4,))),
