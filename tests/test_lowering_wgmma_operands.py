@@ -16,13 +16,13 @@ SMEM = "#gpu.address_space<workgroup>"
 DTYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
 
-def _transforms(swizzle: int, element_bytes: int, transposed: bool) -> str:
-    tile = f"#smalti.tile<[8, {swizzle // element_bytes}]>, #smalti.swizzle<{swizzle}>"
+def _transforms(swizzle: int, element_bytes: int, transposed: bool, rows: int = 8) -> str:
+    tile = f"#smalti.tile<[{rows}, {swizzle // element_bytes}]>, #smalti.swizzle<{swizzle}>"
     return f"#smalti.transpose<[1, 0]>, {tile}" if transposed else tile
 
 
 def wgmma_kernel(m: int, n: int, k: int, element: str, swizzle: int, a_form: str,
-                 b_transposed: bool) -> str:
+                 b_transposed: bool, rows: int = 8) -> str:
     """out = a @ b with a (m x k) `a_form` in {"k-major", "mn-major", "registers"} and b
     (k x n) stored N-contiguous, or K-contiguous when `b_transposed`."""
     a_gmem, b_gmem = f"memref<{m}x{k}x{element}>", f"memref<{k}x{n}x{element}>"
@@ -31,11 +31,11 @@ def wgmma_kernel(m: int, n: int, k: int, element: str, swizzle: int, a_form: str
     acc = f"vector<{m}x{n}xf32>"
     a_bytes = m * k * 2
     b_offset = 1024 * (1 + (a_bytes + 1023) // 1024)
-    b_transforms = _transforms(swizzle, 2, b_transposed)
+    b_transforms = _transforms(swizzle, 2, b_transposed, rows)
     if a_form == "registers":
         a_operand, a_type, a_staging = "%va", a_vec, ""
     else:
-        a_transforms = _transforms(swizzle, 2, a_form == "mn-major")
+        a_transforms = _transforms(swizzle, 2, a_form == "mn-major", rows)
         a_operand, a_type = "%ta", a_smem
         a_staging = f"""  %sa = "smalti.slice_smem"(%o_a) : (index) -> {a_smem}
   %ta = "smalti.with_transforms"(%sa) {{transforms = [{a_transforms}]}} : ({a_smem}) -> {a_smem}
@@ -62,13 +62,13 @@ func.func @mm(%a: {a_gmem}, %b: {b_gmem}, %out: memref<{m}x{n}xf32>)
 
 
 def _run(m: int, n: int, k: int, element: str, swizzle: int, a_form: str,
-         b_transposed: bool) -> None:
+         b_transposed: bool, rows: int = 8) -> None:
     rng = np.random.default_rng(m * n + k + swizzle)
     dtype = DTYPES[element]
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
-    compiled = compile_mlir(wgmma_kernel(m, n, k, element, swizzle, a_form, b_transposed),
-                            "wgmma.mlir")
+    compiled = compile_mlir(wgmma_kernel(m, n, k, element, swizzle, a_form, b_transposed,
+                                         rows), "wgmma.mlir")
     out = run_simulated(compiled, a, b, np.zeros((m, n), np.float32))[-1]
     expected = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
@@ -98,4 +98,26 @@ def test_unswizzled_operand_is_a_located_error():
         "#smalti.tile<[8, 64]>, #smalti.swizzle<128>", "#smalti.tile<[8, 64]>", 1)
     with pytest.raises(DiagnosticError, match=r"wgmma.mlir:\d+:\d+: error: 'smalti.wgmma' op "
                                               r"cannot be given a layout: .* then a swizzle"):
+        compile_mlir(text, "wgmma.mlir")
+
+
+@pytest.mark.parametrize(("m", "n", "k", "a_form", "b_transposed", "rows"), [
+    (128, 128, 64, "k-major", True, 64),    # tiles cover each 64-row block of A, K one span
+    (128, 128, 128, "k-major", False, 64),  # K spans two swizzle spans: 64-row tiles still even
+    (64, 128, 64, "mn-major", False, 32),   # MN-major: K groups stay within 32-row tiles
+    (64, 64, 128, "registers", True, 64),   # K-major B whose tiles cover all of N
+])
+def test_tiles_taller_than_eight_rows_match_numpy(m, n, k, a_form, b_transposed, rows):
+    _run(m, n, k, "bf16", 128, a_form, b_transposed, rows)
+
+
+@pytest.mark.parametrize(("operand", "a_form", "b_transposed"), [
+    ("A", "k-major", False), ("B", "registers", True)])
+def test_unevenly_spaced_row_groups_are_a_located_error(operand, a_form, b_transposed):
+    """32-row tiles of a K-major operand whose K spans two swizzle spans: the 8-row groups
+    of one instruction are not evenly spaced, which one descriptor cannot express."""
+    text = wgmma_kernel(64, 128, 128, "bf16", 128, a_form, b_transposed, rows=32)
+    with pytest.raises(DiagnosticError, match=rf"wgmma.mlir:\d+:\d+: error: 'smalti.wgmma' op "
+                                              rf"cannot be given a layout: .*this {operand}'s "
+                                              r"8-row groups are not evenly spaced"):
         compile_mlir(text, "wgmma.mlir")

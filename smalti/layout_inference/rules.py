@@ -375,11 +375,12 @@ def _async_store(ctx: RuleContext, op: ir.Operation) -> None:
 
 
 def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_bytes: int,
-                          k_major: str | None = None) -> str | None:
+                          k_major: str | None = None, operand: str | None = None) -> str | None:
     """Why wgmma cannot read an operand stored with `transforms`, or None if it can: 8-row
     tiles one swizzle span wide, swizzled, optionally after a 2-D transpose. `k_major`, for
     an operand wgmma cannot transpose (f32, f8), is "A" or "B": then the transpose is
-    required (B) or forbidden (A), so K is contiguous in memory."""
+    required (B) or forbidden (A), so K is contiguous in memory. With `operand` ("A" or
+    "B"), also that one descriptor per instruction describes it (`wgmma_stride_problem`)."""
     from smalti.tiling import (
         LayoutError,
         SwizzleTransform,
@@ -387,6 +388,7 @@ def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_byt
         TransposeTransform,
         physical_shape,
     )
+    from smalti.tiling.smem import wgmma_stride_problem
 
     body = tuple(transforms)
     transposed = bool(body) and body[0] == TransposeTransform((1, 0))
@@ -408,6 +410,8 @@ def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_byt
         physical_shape(transforms, shape, element_bytes)
     except LayoutError as error:
         return str(error)
+    if operand is not None:
+        return wgmma_stride_problem(transforms, shape, element_bytes, operand)
     return None
 
 
@@ -443,7 +447,8 @@ def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
                      "ones, for few TMA boxes)" + ("" if k_major is None else
                      f"; {k_major} only K-major" + (" (stored N x K)" if transposed else "")))
             break
-        ctx.require(ref, lambda t, s=shape, e=size, k=k_major: wgmma_operand_problem(t, s, e, k),
+        ctx.require(ref, lambda t, s=shape, e=size, k=k_major, n=name:
+                    wgmma_operand_problem(t, s, e, k, operand=n),
                     "wgmma reads this operand from shared memory")
 
 

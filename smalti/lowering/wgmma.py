@@ -31,6 +31,7 @@ from smalti.lowering.smem import SmemRef, smem_address, smem_ref, static_offset
 from smalti.lowering.values import FragmentedArray
 from smalti.ptx import Immediate, Register, VectorOperand
 from smalti.tiling import WGMMA_A_LAYOUTS, WGMMA_LAYOUT
+from smalti.tiling.smem import wgmma_stride_problem
 
 M_BLOCK = 64
 K_BYTES = 32
@@ -47,6 +48,10 @@ def _descriptor_fields(op: ir.Operation, ref: SmemRef, is_b: bool) -> tuple[bool
     if ref.swizzle is None:
         raise error_at(op, "wgmma operands in shared memory must be swizzled; give the ref "
                            "swizzled transforms")
+    problem = wgmma_stride_problem(ref.transforms, ref.shape, ref.element.bytes,
+                                   "B" if is_b else "A")
+    if problem is not None:
+        raise error_at(op, problem)
     mn_major = is_transposed(ref.transforms) != is_b
     origin = _offset(ref, 0, 0, is_b)
     if mn_major:

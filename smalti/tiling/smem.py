@@ -151,6 +151,51 @@ def wgmma_operand_transforms(shape: Shape, element_bytes: int, swizzle: int,
     return transforms
 
 
+WGMMA_M_BLOCK = 64  # rows of A one wgmma instruction reads
+WGMMA_K_BYTES = 32  # bytes of K one wgmma instruction reads
+
+
+def wgmma_stride_problem(transforms: Sequence[Transform], shape: Shape, element_bytes: int,
+                         operand: str) -> str | None:
+    """Why one wgmma descriptor per instruction (a start address and two strides, computed
+    once for the operand) cannot describe `operand` ("A": M x K, "B": K x N) stored with
+    `transforms`, or None if it can: the 8-row groups each instruction reads (64 rows of A,
+    all N of B, every K step) must lie one stride apart everywhere, as they do when the
+    tiles are 8 rows tall, or cover the instruction's rows, or K fits one swizzle span."""
+    linear = [t for t in transforms if not isinstance(t, SwizzleTransform)]
+    offsets = physical_address(linear, tuple(shape), element_bytes)
+    if operand == "B":
+        offsets = offsets.T  # index as (MN, K) for both operands
+    mn, k = offsets.shape
+    extent = WGMMA_M_BLOCK if operand == "A" else mn
+    k_step = max(WGMMA_K_BYTES // element_bytes, 1)
+    transposed = bool(transforms) and isinstance(transforms[0], TransposeTransform)
+    mn_major = transposed != (operand == "B")
+    if mn_major:  # swizzle-span chunks along MN (LBO), 8-row groups along K (SBO)
+        spans = [t for t in transforms if isinstance(t, SwizzleTransform)]
+        chunk = spans[0].swizzle_bytes // element_bytes if spans else extent
+        walks = (("MN", chunk, extent // chunk if extent > chunk else 1, 0),
+                 ("K", 8, k_step // 8 if k_step > 8 else 1, 1))
+    else:  # 8-row groups along MN (SBO)
+        walks = (("MN", 8, extent // 8, 0),)
+    for name, step, count, axis in walks:
+        if count < 2:
+            continue
+        stride = (offsets[step, 0] if axis == 0 else offsets[0, step]) - offsets[0, 0]
+        for block in range(0, mn, extent):
+            for kk in range(0, k, k_step):
+                origin = offsets[block, kk]
+                for i in range(1, count):
+                    at = offsets[block + i * step, kk] if axis == 0 else offsets[block,
+                                                                                 kk + i * step]
+                    if at - origin != i * stride:
+                        return (f"wgmma's descriptor steps {name} by one stride, but this "
+                                f"{operand}'s {step}-row groups are not evenly spaced in shared "
+                                "memory: use tiles of 8 rows, or tiles covering "
+                                f"{'64 rows of A' if operand == 'A' else 'all of N'}")
+    return None
+
+
 def tall_tile_rows(rows: int) -> int:
     """The most rows (a multiple of 8 dividing `rows`, at most a TMA box) that one SMEM tile
     can hold: taller tiles keep more rows consecutive, so TMA moves them in fewer boxes."""
