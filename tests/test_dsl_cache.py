@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import jax
@@ -96,8 +97,10 @@ def _compile_in_child(directory: str) -> tuple[str, str]:
 
 def test_processes_compiling_one_kernel_at_once_agree(tmp_path):
     directory = tmp_path / "shared"
-    with multiprocessing.get_context("spawn").Pool(8) as pool:
-        results = pool.map(_compile_in_child, [str(directory)] * 8)
+    # An executor, not a Pool: a worker that dies fails the test (BrokenProcessPool) where a
+    # Pool would wait for its lost task forever.
+    with ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(_compile_in_child, [str(directory)] * 8, timeout=600))
     assert len(set(results)) == 1
     key, ptx = results[0]
     files = sorted(p.name for p in Path(directory).iterdir())

@@ -133,7 +133,8 @@ def _holds(constraint, layout_of) -> bool:
         case Derived(target=target, source=source, expression=expression):
             return expression.forward(layout_of(source)) == layout_of(target)
         case RelayoutAllowed(source=source, target=target):
-            return relayout_supported(layout_of(source), layout_of(target))
+            return relayout_supported(layout_of(source), layout_of(target), source.shape,
+                                      source.bitwidth)
     raise AssertionError(constraint)
 
 

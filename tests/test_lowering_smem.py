@@ -87,3 +87,53 @@ def test_swizzled_slice_must_be_aligned_to_its_pattern():
                             offset=512)
     with pytest.raises(DiagnosticError, match="must start on a multiple of 1024 bytes"):
         compile_mlir(text, "smem.mlir")
+
+
+def matrix_store_kernel(shape: str, transforms: str, row: int, col: int, full: str) -> str:
+    """A bf16 array cast to the WGMMA layout, stored into a bigger SMEM ref at (row, col):
+    the stmatrix path; then the whole ref is copied out."""
+    ref = _ref(full, "bf16")
+    return f"""
+func.func @matrices(%a: memref<{shape}xbf16>, %out: memref<{full}xbf16>)
+    attributes {{smalti.kernel, smalti.grid = array<i64: 1>}} {{
+  %c0 = arith.constant 0 : index
+  %row = arith.constant {row} : index
+  %col = arith.constant {col} : index
+  %off = arith.constant 1024 : index
+  %s = "smalti.slice_smem"(%off) : (index) -> {ref}
+  %t = "smalti.with_transforms"(%s) {{transforms = [{transforms}]}} : ({ref}) -> {ref}
+  %zero = arith.constant dense<0.0> : vector<{full}xbf16>
+  "smalti.vector_store"(%zero, %t, %c0, %c0) : (vector<{full}xbf16>, {ref}, index, index) -> ()
+  "smalti.warpgroup_barrier"() : () -> ()
+  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<{shape}xbf16>, index, index) -> vector<{shape}xbf16>
+  %w = "smalti.layout_cast"(%v) {{new_layout = #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>}} : (vector<{shape}xbf16>) -> vector<{shape}xbf16>
+  "smalti.vector_store"(%w, %t, %row, %col) : (vector<{shape}xbf16>, {ref}, index, index) -> ()
+  "smalti.warpgroup_barrier"() : () -> ()
+  %r = "smalti.vector_load"(%t, %c0, %c0) : ({ref}, index, index) -> vector<{full}xbf16>
+  "smalti.vector_store"(%r, %out, %c0, %c0) : (vector<{full}xbf16>, memref<{full}xbf16>, index, index) -> ()
+  return
+}}
+"""
+
+
+@pytest.mark.parametrize(("shape", "full", "transforms", "row", "col", "stmatrix"), [
+    ("64x64", "64x64", "#smalti.tile<[8, 64]>, #smalti.swizzle<128>", 0, 0, True),
+    ("128x32", "192x64", "#smalti.tile<[8, 32]>, #smalti.swizzle<64>", 64, 32, True),
+    ("64x16", "72x48", "#smalti.tile<[8, 16]>, #smalti.swizzle<32>", 8, 24, True),
+    ("64x32", "64x64", "", 0, 8, True),                        # untiled rows
+    ("64x32", "64x64", "#smalti.tile<[8, 8]>", 0, 16, True),   # 8-column tiles
+    ("64x32", "64x40", "", 0, 4, False),                       # rows start mid-chunk
+    ("64x32", "64x64", "#smalti.transpose<[1, 0]>, #smalti.tile<[8, 64]>, "
+                       "#smalti.swizzle<128>", 0, 0, False),  # columns are not contiguous
+])
+def test_wgmma_layout_stores_by_stmatrix_where_rows_are_contiguous(shape, full, transforms,
+                                                                    row, col, stmatrix):
+    dims = tuple(int(d) for d in shape.split("x"))
+    full_dims = tuple(int(d) for d in full.split("x"))
+    a = np.random.default_rng(3).standard_normal(dims).astype(BF16)
+    compiled = compile_mlir(matrix_store_kernel(shape, transforms, row, col, full), "st.mlir")
+    assert ("stmatrix.sync.aligned.m8n8.x4.shared.b16" in compiled.ptx) == stmatrix
+    out = run_simulated(compiled, a, np.zeros(full_dims, BF16))[-1]
+    expected = np.zeros(full_dims, np.float32)
+    expected[row:row + dims[0], col:col + dims[1]] = a.astype(np.float32)
+    np.testing.assert_array_equal(out.astype(np.float32), expected)

@@ -183,7 +183,8 @@ def test_ptxas_takes_register_a_for_sm_90a(case):
 
 def test_f8_a_from_the_accumulator_layout_is_a_located_layout_conflict():
     """P = f8(S) straight from an accumulator: the WGMMA layout holds column pairs, the 8-bit
-    A layout column quads, so inference names the conflict (no relayout between them yet)."""
+    A layout column quads, so inference names the conflict; a layout_cast settles it
+    (tests/test_lowering_relayout.py, tests/test_lowering_fp8_attention.py)."""
     f8 = "f8E4M3FN"
     ref = f"memref<64x64x{f8}, {SMEM}>"
     text = f"""

@@ -1,5 +1,6 @@
 """Relayout costs against hand counts and against a plain-Python reading of the maps."""
 
+import math
 from collections import defaultdict
 
 import pytest
@@ -120,11 +121,26 @@ def test_gathering_rows_from_the_quad_takes_shuffles():
     (WGMMA_LAYOUT_UPCAST_2X, WGMMA_LAYOUT, 8, 8),
     (WGMMA_LAYOUT_UPCAST_4X, WGMMA_LAYOUT_UPCAST_2X, 4, 4),
 ])
-def test_upcast_layouts_reach_the_next_in_one_shuffle_per_register(src, dst, bitwidth,
-                                                                 source_registers):
+def test_upcast_layouts_reach_the_next_moving_half_of_each_register(src, dst, bitwidth,
+                                                                    source_registers):
+    # Each lane keeps half of every source register and needs the other half of its
+    # partner's (lane q ^ 1, resp. q ^ 2): half a register each, packed two to a word.
     cost = relayout_cost(src, dst, (64, 64), bitwidth)
     assert cost.kind == "shuffles"
-    assert cost.shuffles == source_registers
+    assert cost.shuffles == source_registers // 2
+
+
+@pytest.mark.parametrize(("bitwidth", "shape", "shuffles"), [
+    (8, (64, 64), 8), (8, (128, 256), 64), (16, (64, 64), 16), (32, (64, 32), 16)])
+def test_accumulator_to_8bit_a_layout_takes_one_shuffle_per_destination_word(
+        bitwidth, shape, shuffles):
+    # Lanes 1 and 2 of each quad hold none of the columns WGMMA_LAYOUT_8BIT gives them
+    # (lane 1 needs columns 4..7, held by lanes 2 and 3), so they receive every word they
+    # end with: one shuffle per destination .b32 of a thread, the least possible.
+    words = math.prod(shape) * bitwidth // 32 // 128
+    cost = relayout_cost(WGMMA_LAYOUT, WGMMA_LAYOUT_8BIT, shape, bitwidth)
+    assert cost == RelayoutCost("shuffles", registers_moved=words, shuffles=shuffles)
+    assert shuffles == words
 
 
 def test_column_vector_with_its_lane_bits_swapped_takes_shuffles():

@@ -51,6 +51,7 @@ from smalti.tiling import (
     WGSplatLayout,
     WGStridedLayout,
     check_layout_fits,
+    lowers_without_smem,
 )
 from smalti.tiling.smem import physical_shape
 
@@ -131,9 +132,20 @@ def fits_variable(value: object, var: Variable) -> bool:
     return fits(value, var.shape)
 
 
-def relayout_supported(source: Layout, target: Layout) -> bool:
-    """Relayouts the lowering performs: none at all, and a splat broadcast to any layout."""
-    return source == target or isinstance(source, WGSplatLayout)
+@functools.cache
+def relayout_supported(source: Layout, target: Layout, shape: tuple[int, ...],
+                       bitwidth: int) -> bool:
+    """Relayouts the lowering performs: none at all, a splat broadcast to any layout, and
+    between distributed layouts of 8-, 16- or 32-bit elements where every element stays in
+    its warp (register moves and shuffles, smalti.lowering.relayout)."""
+    if source == target or isinstance(source, WGSplatLayout):
+        return True
+    if isinstance(target, WGSplatLayout) or bitwidth not in (8, 16, 32):
+        return False
+    try:
+        return lowers_without_smem(source, target, shape, bitwidth)
+    except LayoutError:
+        return False
 
 
 def solve(system: EquationSystem) -> dict[int, Layout]:
@@ -298,9 +310,10 @@ class _Solver:
     def _check_relayout(self, r: RelayoutAllowed) -> None:
         source, target = self._find(r.source.id), self._find(r.target.id)
         if source in self.layout and target in self.layout and not relayout_supported(
-                self.layout[source], self.layout[target]):
+                self.layout[source], self.layout[target], r.source.shape, r.source.bitwidth):
             raise _Conflicted(Conflict(
-                "this relayout is not supported (only splat broadcasts and no-op casts are)",
+                "this relayout is not supported (only splat broadcasts, no-op casts and "
+                "relayouts within warps are)",
                 (*self._why(r.source), r, *reversed(self._why(r.target)))))
 
     # Explanations.

@@ -1,4 +1,5 @@
-"""layout_cast: the same array in another register layout."""
+"""layout_cast: the same array in another register layout, in registers and with shuffles
+within warps (smalti.lowering.relayout), or a splat broadcast."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.packing import replicate
 from smalti.lowering.registry import lowering_rule
+from smalti.lowering.relayout import relayout_in_registers
 from smalti.lowering.values import FragmentedArray, elements_per_register, fragment_geometry
-from smalti.tiling import WGSplatLayout
+from smalti.tiling import LayoutError, WGSplatLayout
 
 
 @lowering_rule("smalti.layout_cast")
@@ -23,8 +25,15 @@ def _layout_cast(ctx: LoweringContext, op: ir.Operation) -> None:
     if isinstance(source.layout, WGSplatLayout):
         ctx.set(op.results[0], broadcast_splat(ctx, source, target))
         return
-    raise error_at(op, f"relayout from #smalti.{layout_to_text(source.layout)} to "
-                       f"#smalti.{layout_to_text(target)} is not supported yet")
+    where = (f"relayout from #smalti.{layout_to_text(source.layout)} to "
+             f"#smalti.{layout_to_text(target)}")
+    if isinstance(target, WGSplatLayout) or source.element.bits not in (8, 16, 32):
+        raise error_at(op, f"{where} of {source.element.name} elements is not supported")
+    try:
+        ctx.set(op.results[0], relayout_in_registers(ctx, source, target))
+    except LayoutError as e:
+        raise error_at(op, f"{where} needs shared memory, which is not supported yet: {e}"
+                       ) from None
 
 
 def broadcast_splat(ctx: LoweringContext, source: FragmentedArray, target) -> FragmentedArray:

@@ -30,6 +30,7 @@ from smalti.lowering.values import (
 from smalti.ptx import Address, Immediate, Register, Symbol, VectorOperand
 from smalti.tiling import (
     WARPGROUP_SIZE,
+    WGMMA_LAYOUT,
     Distribution,
     Layout,
     LayoutError,
@@ -360,6 +361,75 @@ def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
                                     dist.vector_length))
 
 
+MATRIX_ROWS = 8  # stmatrix stores 8x8 matrices of 16-bit elements, a 16-byte row per lane
+
+
+def _rows_contiguous(ref: SmemRef) -> int:
+    """How many elements along the last logical dim lie at consecutive bytes (from any
+    index that is a multiple of the result)."""
+    run = ref.shape[-1]
+    for transform in ref.transforms:
+        match transform:
+            case TransposeTransform(permutation=perm) if perm[-1] != len(perm) - 1:
+                return 1
+            case TileTransform(tiling=tile):
+                run = math.gcd(run, tile[-1])
+    if ref.swizzle is not None:
+        run = math.gcd(run, 16 // ref.element.bytes)
+    return run
+
+
+def _store_matrices(ctx: LoweringContext, op: ir.Operation, array: FragmentedArray,
+                    ref: SmemRef) -> bool:
+    """Store a 16-bit WGMMA-layout array with stmatrix .x4, when its rows are 16-byte
+    contiguous in shared memory: per warp and 16x16 block, one instruction where lanes hold
+    exactly the four 8x8 fragments stmatrix takes (4x fewer stores, one address per block).
+    False when it does not apply (the caller stores element-wise)."""
+    bases = [ctx.scalar(op, v) for v in list(op.operands)[2:]]
+    rows, cols = array.shape if len(array.shape) == 2 else (0, 0)
+    column_base = bases[-1].constant if bases else None
+    aligned = (int(column_base) if column_base is not None else bases[-1].divisor) \
+        if bases else 0
+    if (array.layout != WGMMA_LAYOUT or array.element.bits != 16 or array.pack != 2
+            or len(ref.shape) != 2
+            or rows % 64 or cols % 16 or _rows_contiguous(ref) % MATRIX_ROWS
+            or aligned % MATRIX_ROWS):
+        return False
+    b = ctx.builder
+    tid = ctx.thread_index()
+    lane = b.compute("and.b32", "u32", tid, 31)
+    # Lane l addresses row l % 8 of matrix l / 8; matrices 1 and 3 are 8 rows lower, 2 and 3
+    # 8 columns to the right; warp w holds rows 16 w of each 64-row block.
+    warp = b.compute("shr.u32", "u32", tid, 5)
+    row = b.compute("mad.lo.u32", "u32", warp, 16, b.compute("and.b32", "u32", lane, 15))
+    column = b.compute("shr.u32", "u32", b.compute("and.b32", "u32", lane, 16), 1)
+    uniform = [_u32(ctx, s) for s in bases]
+    if isinstance(uniform[0], Register):
+        row = b.compute("add.u32", "u32", row, uniform[0])
+    if isinstance(uniform[1], Register):
+        column = b.compute("add.u32", "u32", column, uniform[1])
+    static_row = int(uniform[0].value) if isinstance(uniform[0], Immediate) else 0
+    static_column = int(uniform[1].value) if isinstance(uniform[1], Immediate) else 0
+    where = {origin: i for i, origin in
+             enumerate(array.layout.distribution(array.shape).register_origins)}
+    base = smem_address(ctx, ref)
+    for block in range(0, rows, 64):
+        for left in range(0, cols, 16):
+            fragments = [array.vectors[where[(block + 8 * (m % 2), left + 8 * (m // 2))]][0]
+                         for m in range(4)]
+            index: list[Index] = [
+                b.compute("add.u32", "u32", row, static_row + block) if static_row + block
+                else row,
+                b.compute("add.u32", "u32", column, static_column + left)
+                if static_column + left else column]
+            offset = physical_offset(ctx, ref, index)
+            address = (Address(base, offset) if isinstance(offset, int)
+                       else Address(b.compute("add.u32", "u32", base, offset)))
+            b.emit("stmatrix.sync.aligned.m8n8.x4.shared.b16", address,
+                   VectorOperand(tuple(fragments)))
+    return True
+
+
 def store_smem(ctx: LoweringContext, op: ir.Operation) -> None:
     """vector_store to a shared-memory ref."""
     array = ctx.array(op, op.operands[0])
@@ -368,6 +438,9 @@ def store_smem(ctx: LoweringContext, op: ir.Operation) -> None:
         raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
                            f"{layout}")
     ref = smem_ref(ctx, op, op.operands[1])
+    if _store_matrices(ctx, op, array, ref):
+        ctx.unpublished_smem_writes = True
+        return
     b = ctx.builder
     guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
         layout.distribution(array.shape))

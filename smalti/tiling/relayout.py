@@ -2,7 +2,9 @@
 
 Three tiers, cheapest first: every thread already holds every element it needs (register
 moves and packing only); every element a thread needs is held by a thread of its own warp
-(`shfl.sync`, 32 bits each); otherwise a round trip through shared memory.
+(`shfl.sync`, 32 bits each); otherwise a round trip through shared memory. The shuffle count
+is that of the plan the lowering emits (`plan_shuffles`): the fewest 32-bit words any exchange
+moves.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from smalti.tiling.layouts import (
     WGSplatLayout,
     check_layout_fits,
 )
+from smalti.tiling.shuffles import plan_shuffles
 
 RelayoutKind = Literal["none", "registers", "shuffles", "smem"]
 REGISTER_BITS = 32
@@ -32,7 +35,8 @@ class RelayoutCost:
 
     `registers_moved`: destination .b32 registers of a thread that are not already one of
     its source registers (built by moves, packing or shuffles), the most over all threads.
-    `shuffles`: `shfl.sync` instructions a warp executes (each moves 32 bits per lane).
+    `shuffles`: `shfl.sync` instructions a warp executes (each moves 32 bits per lane), as
+    many as the most words a lane receives or sends (`plan_shuffles`).
     `smem_bytes`: shared memory the round trip stores the value in.
     """
 
@@ -44,6 +48,17 @@ class RelayoutCost:
 
 def relayout_cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> RelayoutCost:
     """The cost of converting a `shape` value of `bitwidth`-bit elements from src to dst."""
+    return _cost(src, dst, shape, bitwidth, count_shuffles=True)
+
+
+def lowers_without_smem(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> bool:
+    """True when the relayout needs no shared memory (registers and shuffles only)."""
+    return _cost(src, dst, shape, bitwidth, count_shuffles=False).kind != "smem"
+
+
+def _cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int, count_shuffles: bool
+          ) -> RelayoutCost:
+    """relayout_cost, but planning the shuffles (the dear part) only if `count_shuffles`."""
     check_layout_fits(src, shape)
     check_layout_fits(dst, shape)
     if bitwidth <= 0 or (bitwidth > REGISTER_BITS and bitwidth % REGISTER_BITS):
@@ -67,23 +82,11 @@ def relayout_cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> Rela
     in_warp = holders[..., 0] // WARP_SIZE == threads // WARP_SIZE
     if not in_warp.any(axis=-1).all():
         return RelayoutCost("smem", smem_bytes=math.ceil(math.prod(shape) * bitwidth / 8))
-    chosen = np.take_along_axis(holders, in_warp.argmax(axis=-1)[..., None, None], axis=-2)
-    chosen = chosen[..., 0, :][~local]
-    src_length = src_map.shape[2]
-    per_word = _elements_per_word(bitwidth)
-    words_per_vector = -(-src_length // per_word)
-    source_word = chosen[:, 1] * words_per_vector + chosen[:, 2] // per_word
-    needer = np.broadcast_to(threads[..., 0], local.shape)[~local]
-    fetches = np.unique(np.stack([source_word, needer, chosen[:, 0]], axis=-1), axis=0)
-    pairs, per_pair = np.unique(fetches[:, :2], axis=0, return_counts=True)
-    shuffles = sum(int(per_pair[pairs[:, 0] == word].max()) for word in np.unique(pairs[:, 0]))
+    if not count_shuffles:
+        return RelayoutCost("shuffles", registers_moved=moved)
+    plan = plan_shuffles(_words(src_map, bitwidth), dst_words)
     return RelayoutCost("shuffles", registers_moved=moved,
-                        shuffles=shuffles * registers_per_word)
-
-
-def lowers_without_smem(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> bool:
-    """True when the relayout needs no shared memory (registers and shuffles only)."""
-    return relayout_cost(src, dst, shape, bitwidth).kind != "smem"
+                        shuffles=plan.rounds * registers_per_word)
 
 
 def _flat(index: np.ndarray, shape: Shape) -> np.ndarray:
