@@ -253,3 +253,42 @@ def test_cuda_branch_prints_the_debug_result_as_the_simulator_does(monkeypatch, 
     jax.jit(functools.partial(jax_integration.stage_debug_print, compiled.signature))(buffer)
     jax.effects_barrier()
     assert capsys.readouterr().err == printed
+
+
+BF16_2D = jax.ShapeDtypeStruct((256, 512), jnp.bfloat16)
+EXPORTED_EXAMPLES = {  # example -> (the jitted entry point, its argument specs, kernel names)
+    "pointwise": (lambda m: m.scale_shift,
+                  (jax.ShapeDtypeStruct((256, 384), jnp.float32),
+                   jax.ShapeDtypeStruct((384,), jnp.float32),
+                   jax.ShapeDtypeStruct((256,), jnp.float32)), ["scale_shift"]),
+    "softmax": (lambda m: m.softmax, (jax.ShapeDtypeStruct((256, 512), jnp.float32),),
+                ["softmax"]),
+    "matmul": (lambda m: m.matmul, (jax.ShapeDtypeStruct((256, 256), jnp.bfloat16),) * 2,
+               ["matmul"]),
+    "matmul_ws": (lambda m: m.matmul_ws, (BF16_2D, jax.ShapeDtypeStruct((512, 512),
+                                                                         jnp.bfloat16)),
+                  ["matmul_ws"]),
+    "flash_attention": (lambda m: (lambda q, k, v: (m.flash_attention(q, k, v),
+                                                    m.flash_attention(q, k, v, causal=True))),
+                        (jax.ShapeDtypeStruct((2, 256, 64), jnp.bfloat16),) * 3,
+                        ["attention", "causal_attention"]),
+}
+
+
+@pytest.mark.skipif(not ptxas_available(), reason="ptxas (nvidia-cuda-nvcc) is not installed")
+@pytest.mark.parametrize("name", list(EXPORTED_EXAMPLES))
+def test_every_example_exports_for_cuda_with_its_cubins(name):
+    """jax.export(..., platforms=['cuda']) of each example on this CPU-only machine: one
+    custom call per kernel, each carrying a cubin (an ELF image) and its kernel name."""
+    entry, specs, kernels = EXPORTED_EXAMPLES[name]
+    function = entry(load_example(name))
+    exported = export.export(jax.jit(function), platforms=["cuda"],
+                             disabled_checks=[export.DisabledSafetyCheck.custom_call(NAME)])(
+        *specs)
+    calls = [line for line in exported.mlir_module().splitlines()
+             if f"custom_call @{NAME}" in line]
+    assert [re.search(r'kernel = "(\w+)"', c).group(1) for c in calls] == kernels
+    for call in calls:
+        cubin = re.search(r'cubin = dense<"0x([0-9A-F]+)"', call)
+        assert cubin is not None and bytes.fromhex(cubin.group(1))[:4] == b"\x7fELF"
+    assert exported.platforms == ("cuda",)
