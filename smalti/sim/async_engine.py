@@ -12,8 +12,9 @@ asynchronous instruction, from a seeded generator.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -24,18 +25,26 @@ from smalti.sim.hazards import Guard, RegisterGuards, SharedHazards
 POLICIES = ("eager", "latest", "random")
 
 
-@dataclass(eq=False)
+class Batch(Protocol):
+    """The shared effect of operations one instruction issued together (one per warpgroup):
+    completing several of them at once runs it once, for all of them."""
+
+    def run(self, ops: list[AsyncOp]) -> None: ...
+
+
+@dataclass(eq=False, slots=True)
 class AsyncOp:
     """One queued operation: its effect, and the bytes and registers it owns until retired."""
 
     id: int
     what: str
-    run: Callable[[], None]
-    smem: np.ndarray | None = None  # flat shared byte indices it owns
+    run: Callable[[], None] | None  # None: its effect is its batch's
+    smem: bool = False  # whether it owns shared bytes (released by its id)
     registers: bool = False
     done: bool = False
     retired: bool = False
     chain: object = None  # ops with the same chain complete in issue order
+    batch: Batch | None = None  # ops issued together whose effect runs for several at once
 
 
 @dataclass
@@ -76,9 +85,10 @@ class AsyncEngine:
     def _phase_completed(self, block: int) -> None:
         self.shared.sync(np.array([block]), cluster=True)  # may order remote arrivals
 
-    def new_id(self) -> int:
-        self._ids += 1
-        return self._ids
+    def new_id(self, count: int = 1) -> int:
+        """A fresh operation id (the first of `count` consecutive ones)."""
+        self._ids += count
+        return self._ids - count + 1
 
     def issue(self, op: AsyncOp, group: object | None = None) -> None:
         """Queue `op` (in the open group of `group`, if given) and apply the policy."""
@@ -90,6 +100,18 @@ class AsyncEngine:
         else:
             self.tick()
 
+    def issue_many(self, ops: Sequence[AsyncOp], groups: Sequence[object]) -> None:
+        """`issue` each op in its group, in order. Eager completion at issue touches nothing
+        the next issue reads, so it is done for all of them at once (one batched effect)."""
+        if self.policy != "eager":
+            for op, group in zip(ops, groups, strict=True):
+                self.issue(op, group)
+            return
+        for op, group in zip(ops, groups, strict=True):
+            self.groups.setdefault(group, Groups()).open.append(op)
+        self.pending.extend(ops)
+        self._complete_many(ops)
+
     def tick(self) -> None:
         """Under `random`, complete a random prefix of the queue (keeps chains in order)."""
         if self.policy != "random" or not self.pending:
@@ -99,6 +121,27 @@ class AsyncEngine:
             self._complete(op)
 
     def _complete(self, op: AsyncOp) -> None:
+        self._complete_many([op])
+
+    def _complete_many(self, ops: Sequence[AsyncOp]) -> None:
+        """Complete `ops` in order, each after the earlier pending ops of its chain; the
+        effects run in that order, consecutive ops of one batch together."""
+        finished: list[AsyncOp] = []
+        for op in ops:
+            self._finish(op, finished)
+        start = 0
+        for end in range(1, len(finished) + 1):
+            batch = finished[start].batch
+            if end < len(finished) and batch is not None and finished[end].batch is batch:
+                continue
+            if batch is None:
+                finished[start].run()
+            else:
+                batch.run(finished[start:end])
+            start = end
+
+    def _finish(self, op: AsyncOp, finished: list[AsyncOp]) -> None:
+        """Mark `op` (after its chain's earlier pending ops) done; its effect is due."""
         if op.done:
             return
         if op.chain is not None:  # an earlier op of the same chain completes first
@@ -106,11 +149,11 @@ class AsyncEngine:
                 if earlier is op:
                     break
                 if earlier.chain == op.chain:
-                    self._complete(earlier)
+                    self._finish(earlier, finished)
         self.pending.remove(op)
         op.done = True
         self.completions += 1
-        op.run()
+        finished.append(op)
 
     def advance(self) -> bool:
         """Every thread is blocked: complete the oldest pending op; False when none is left."""
@@ -134,27 +177,56 @@ class AsyncEngine:
 
     def retire(self, op: AsyncOp) -> None:
         """The program synchronised with `op`: it completes and stops owning anything."""
-        self._complete(op)
-        if op.retired:
-            return
-        op.retired = True
-        if op.smem is not None:
-            self.shared.release(op.id, op.smem)
-        if op.registers:
-            self.registers.release(op.id)
+        self.retire_many([op])
+
+    def retire_many(self, ops: Sequence[AsyncOp]) -> None:
+        """`retire` each of `ops`, in order; the releases do not touch what completing reads,
+        so they follow all the completions."""
+        self._complete_many(ops)
+        released = set()
+        for op in ops:
+            if op.retired:
+                continue
+            op.retired = True
+            if op.smem:
+                self.shared.release(op.id)
+            if op.registers:
+                released.add(op.id)
+        if released:
+            self.registers.release(released)
 
     def own(self, op: AsyncOp, smem: np.ndarray, reads: bool) -> None:
         """Guard flat shared bytes `smem` for `op` (loads fault too when `reads`)."""
-        op.smem = smem
+        op.smem = True
         self.shared.own(smem, Guard(op.id, op.what, reads))
+
+    def own_rows(self, ops: Sequence[AsyncOp], local: np.ndarray, blocks: np.ndarray,
+                 reads: bool) -> None:
+        """`own` shared bytes `local` (offsets within a block; one row for all ops or a row
+        each) of block blocks[i] for ops[i] (issued together by one instruction), in order."""
+        for op in ops:
+            op.smem = True
+        ids = np.array([op.id for op in ops], np.int64)
+        self.shared.own_rows(local, ids, ops[0].what if ops else "", reads, blocks)
 
     def own_registers(self, op: AsyncOp, names: list[str], threads: np.ndarray,
                       reads: bool) -> None:
         """Guard registers `names` of `threads` (bool mask) for `op`."""
         op.registers = True
-        guard = Guard(op.id, op.what, reads)
-        for name in names:
-            self.registers.own(name, threads, guard)
+        owner = np.where(threads, op.id, 0).astype(np.int64)
+        self.registers.own(names, owner, {op.id}, op.what, reads)
+
+    def own_registers_many(self, ops: Sequence[AsyncOp], names: list[str],
+                           members: np.ndarray, reads: bool) -> None:
+        """Guard registers `names` of threads members[i] (a row per op) for ops[i]; the ops
+        do the same thing (one instruction), so they share one claim."""
+        if not ops:
+            return
+        owner = np.zeros(self.shared.block_of.size, np.int64)
+        owner[members] = np.array([op.id for op in ops], np.int64)[:, None]
+        for op in ops:
+            op.registers = True
+        self.registers.own(names, owner, {op.id for op in ops}, ops[0].what, reads)
 
     def commit(self, group: object) -> None:
         """commit_group: the open operations of `group` become one committed group."""
@@ -168,8 +240,19 @@ class AsyncEngine:
         if state is None:
             return
         while len(state.committed) > keep:
-            for op in state.committed.popleft():
-                self.retire(op)
+            self.retire_many(state.committed.popleft())
+
+    def wait_groups_many(self, groups: Sequence[object], keep: int) -> None:
+        """`wait_groups` for each group (wgmma warpgroups waiting together). Ops of different
+        groups touch different registers and only read shared memory, so they retire in
+        issue order, which keeps each chain's order and lets a batch complete together."""
+        ops: list[AsyncOp] = []
+        for group in groups:
+            state = self.groups.get(group)
+            while state is not None and len(state.committed) > keep:
+                ops.extend(state.committed.popleft())
+        ops.sort(key=lambda op: op.id)
+        self.retire_many(ops)
 
     def observed(self, block: int, address: int) -> None:
         """A wait saw a completed phase of this mbarrier: its landed copies retire."""

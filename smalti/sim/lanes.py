@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 
@@ -32,3 +34,15 @@ class Lanes:
         if where is not None:
             ids = ids[where]
         return int(ids[0])
+
+
+@lru_cache(maxsize=4)
+def _everyone(count: int) -> np.ndarray:
+    ids = np.arange(count)
+    ids.flags.writeable = False
+    return ids
+
+
+def thread_ids(lanes: Lanes) -> np.ndarray:
+    """Launch-wide ids of the active lanes (read-only)."""
+    return _everyone(lanes.mask.size) if lanes.index is None else lanes.index

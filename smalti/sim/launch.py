@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,13 +44,19 @@ def run_ptx(ptx_text: str, kernel: str, grid: Dim, block: Dim, args: Sequence[Ar
     "random" (seeded by `seed`); `spurious_waits` lets mbarrier waits fail spuriously, as the
     ISA allows. See `smalti.sim.async_engine`.
     """
+    run_module(_parsed(ptx_text), kernel, grid, block, args, shared_bytes, cluster=cluster,
+               async_completion=async_completion, seed=seed, spurious_waits=spurious_waits)
+
+
+@lru_cache(maxsize=32)
+def _parsed(ptx_text: str) -> Module:
+    """The parsed module of a PTX text (modules are immutable: runs of one text share it)."""
     try:
         from smalti.ptx.parser import parse_module
     except ImportError:
         raise SimError("run_ptx needs smalti.ptx.parser, which is not available; "
                        "build the module and call run_module") from None
-    run_module(parse_module(ptx_text), kernel, grid, block, args, shared_bytes, cluster=cluster,
-               async_completion=async_completion, seed=seed, spurious_waits=spurious_waits)
+    return parse_module(ptx_text)
 
 
 def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],

@@ -32,13 +32,36 @@ def _align(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
 
+ELEMENT_SHIFT = {1: 0, 2: 1, 4: 2, 8: 3}  # log2 of an element's bytes
+
+
+def _signed(offsets: np.ndarray) -> np.ndarray:
+    """Byte offsets (far below 2**63) as int64 indices; unsigned ones are only re-viewed."""
+    if offsets.dtype == np.uint64:
+        return offsets.view(np.int64)
+    return offsets.astype(np.int64, copy=False)
+
+
+def _vectors(data: np.ndarray, offsets: np.ndarray, nbytes: int
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+    """`data` seen as `nbytes`-wide units and the unit at each offset, when every offset
+    starts a unit (vector accesses are aligned to the whole vector): one unit per access
+    moves faster than numpy's indexing over a small last axis; else None."""
+    if nbytes & (nbytes - 1) or data.size % nbytes or (offsets & (nbytes - 1)).any():
+        return None
+    return data.view(f"V{nbytes}"), offsets >> (nbytes.bit_length() - 1)
+
+
 def gather(data: np.ndarray, offsets: np.ndarray, elem: int, count: int) -> np.ndarray:
     """Read `count` elements of `elem` bytes at each byte offset of flat bytes `data`."""
     udt = UINT_OF_BITS[elem * 8]
-    offsets = offsets.astype(np.int64, copy=False)
+    offsets = _signed(offsets)
+    if count > 1 and (vectors := _vectors(data, offsets, elem * count)) is not None:
+        units, idx = vectors
+        return units[idx].view(udt).reshape(-1, count)
     if data.size % elem == 0:
         units = data.view(udt)
-        idx = offsets // elem
+        idx = offsets >> ELEMENT_SHIFT[elem]
         return units[idx[:, None] + np.arange(count)] if count > 1 else units[idx][:, None]
     raw = data[offsets[:, None] + np.arange(elem * count)]
     return np.ascontiguousarray(raw).view(udt).reshape(-1, count)
@@ -47,11 +70,20 @@ def gather(data: np.ndarray, offsets: np.ndarray, elem: int, count: int) -> np.n
 def scatter(data: np.ndarray, offsets: np.ndarray, values: np.ndarray, elem: int) -> None:
     """Write `values` (n, count) of `elem` bytes each at the byte offsets of flat `data`."""
     udt = UINT_OF_BITS[elem * 8]
-    offsets = offsets.astype(np.int64, copy=False)
+    offsets = _signed(offsets)
     count = values.shape[1]
     values = values.astype(udt, copy=False)
+    if count > 1 and (vectors := _vectors(data, offsets, elem * count)) is not None:
+        units, idx = vectors
+        units[idx] = np.ascontiguousarray(values).view(units.dtype)[:, 0]
+        return
     if data.size % elem == 0:
-        data.view(udt)[(offsets // elem)[:, None] + np.arange(count)] = values
+        units = data.view(udt)
+        idx = offsets >> ELEMENT_SHIFT[elem]
+        if count == 1:  # no index broadcast over a one-element axis (slow in numpy)
+            units[idx] = values[:, 0]
+        else:
+            units[idx[:, None] + np.arange(count)] = values
         return
     raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(offsets), -1)
     data[offsets[:, None] + np.arange(elem * count)] = raw
@@ -59,8 +91,12 @@ def scatter(data: np.ndarray, offsets: np.ndarray, values: np.ndarray, elem: int
 
 def check_aligned(addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str) -> None:
     """PTX requires naturally aligned accesses (vectors: aligned to the whole vector)."""
-    bad = (addresses % np.uint64(nbytes)) != 0
+    if nbytes & (nbytes - 1) == 0:  # a power of two: a mask, cheaper than a division
+        bad = addresses & np.uint64(nbytes - 1)
+    else:
+        bad = addresses % np.uint64(nbytes)
     if bad.any():
+        bad = bad != 0
         first = int(np.argmax(bad))
         raise Fault(f"misaligned {what} of {nbytes} bytes at address {int(addresses[first]):#x}",
                     lanes.first(bad))
@@ -195,6 +231,8 @@ class SharedMemory:
         self.cluster_size = cluster_size
         self.blocks = blocks
         self.live: np.ndarray | None = None  # which threads run; the scheduler shares it
+        # each thread's block's first flat byte, for its own (.shared::cta) addresses
+        self.block_base = block_of.astype(np.uint64) * np.uint64(size)
 
     def exited(self, blocks: np.ndarray) -> np.ndarray:
         """Which of `blocks` have no running thread left (none while nothing is scheduled)."""
@@ -215,16 +253,18 @@ class SharedMemory:
     def flat(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str,
              cluster: bool = False) -> np.ndarray:
         """Flat byte offsets into `data` of per-lane shared addresses, bounds-checked."""
-        blocks = self.block_of if lanes.index is None else self.block_of[lanes.index]
+        base = self.block_base if lanes.index is None else self.block_base[lanes.index]
         if cluster and self.peer is not None and (addresses >= np.uint64(CTA_SPAN)).any():
+            blocks = self.block_of if lanes.index is None else self.block_of[lanes.index]
             blocks, addresses = self._resolve(blocks, addresses, lanes, what)
+            base = blocks.astype(np.uint64) * np.uint64(self.size)
         bad = addresses + np.uint64(nbytes) > np.uint64(self.size)
         if bad.any():
             first = int(np.argmax(bad))
             raise Fault(f"out-of-bounds shared {what} of {nbytes} bytes at shared address "
                         f"{int(addresses[first]):#x} (the block has {self.size} bytes)",
                         lanes.first(bad))
-        return blocks.astype(np.uint64) * np.uint64(self.size) + addresses
+        return base + addresses
 
     def _resolve(self, blocks: np.ndarray, addresses: np.ndarray, lanes: Lanes,
                  what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -247,19 +287,24 @@ class SharedMemory:
                         lanes.first(gone))
         return target, addresses % np.uint64(CTA_SPAN)
 
+    def locate(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str,
+               cluster: bool = False) -> np.ndarray:
+        """Flat byte offsets of a shared `what` ("load" or "store") of `nbytes` per lane at
+        `addresses`, checked to be aligned and in bounds."""
+        check_aligned(addresses, nbytes, lanes, f"shared {what}")
+        return self.flat(addresses, nbytes, lanes, what, cluster)
+
     def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes,
              cluster: bool = False) -> np.ndarray:
         """(n, count) raw elements loaded at shared `addresses` of each thread's block."""
-        check_aligned(addresses, elem * count, lanes, "shared load")
-        return gather(self.data, self.flat(addresses, elem * count, lanes, "load", cluster),
+        return gather(self.data, self.locate(addresses, elem * count, lanes, "load", cluster),
                       elem, count)
 
     def store(self, addresses: np.ndarray, values: np.ndarray, elem: int, lanes: Lanes,
               cluster: bool = False) -> None:
         """Store raw elements `values` (n, count) at shared `addresses`."""
-        nbytes = elem * values.shape[1]
-        check_aligned(addresses, nbytes, lanes, "shared store")
-        scatter(self.data, self.flat(addresses, nbytes, lanes, "store", cluster), values, elem)
+        flat = self.locate(addresses, elem * values.shape[1], lanes, "store", cluster)
+        scatter(self.data, flat, values, elem)
 
 
 class ParamSpace:

@@ -17,7 +17,16 @@ from smalti.ptx.module import (
     Symbol,
     VectorOperand,
 )
-from smalti.sim.dtypes import BITS, TYPES, VIEW, as_bits, bits_as, constant, resize_bits
+from smalti.sim.dtypes import (
+    BITS,
+    TYPES,
+    UINT_OF_BITS,
+    VIEW,
+    as_bits,
+    bits_as,
+    constant,
+    resize_bits,
+)
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
@@ -108,7 +117,9 @@ def reader(op: Operand, ptx_type: str, env: DecodeEnv) -> Reader:
     """A function giving operand `op` as values of `ptx_type` for the active lanes."""
     match op:
         case Register(name=name):
-            env.register_bits(op)
+            if env.register_bits(op) == BITS[ptx_type] >= 16:  # same width: only a view
+                view = VIEW[ptx_type]
+                return lambda m, lanes: m.registers.read(name, lanes.index).view(view)
 
             def read_register(m: Machine, lanes: Lanes) -> np.ndarray:
                 return bits_as(m.registers.read(name, lanes.index), ptx_type)
@@ -147,6 +158,11 @@ def writer(op: Operand, ptx_type: str, env: DecodeEnv) -> Writer:
                 raise Unsupported(f"register {name} is narrower than .{ptx_type}")
             if (bits == 1) != (ptx_type == "pred"):
                 raise Unsupported(f"register {name} cannot hold .{ptx_type}")
+
+            if bits == BITS[ptx_type] >= 16:  # same width: a cast to the type, then a view
+                view, raw = VIEW[ptx_type], UINT_OF_BITS[bits]
+                return lambda m, lanes, values: m.registers.write(
+                    name, np.asarray(values).astype(view, copy=False).view(raw), lanes.index)
 
             def write_register(m: Machine, lanes: Lanes, values: np.ndarray) -> None:
                 m.registers.write(name, as_bits(values, ptx_type, bits), lanes.index)

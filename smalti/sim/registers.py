@@ -24,6 +24,8 @@ class RegisterFile:
         # Registers whose array this file made and never handed out whole: partial writes
         # may update them in place (copy on write otherwise).
         self._private: set[str] = set()
+        # The array whose rows `write_rows` last stored, and the rows (see `read_rows`).
+        self._last_rows: tuple[np.ndarray, list[np.ndarray]] | None = None
 
     def read(self, name: str, index: np.ndarray | None) -> np.ndarray:
         """Raw bits of `name` for the threads in `index` (None: all threads)."""
@@ -44,6 +46,27 @@ class RegisterFile:
         missing = ids if written is None else ids[~written[ids]]
         if missing.size:
             raise Fault(f"read of uninitialised register {name}", int(missing[0]))
+
+    def read_rows(self, names: list[str], index: np.ndarray | None) -> np.ndarray:
+        """Raw bits of registers `names` (of one width) as rows, for the threads in `index`
+        (read-only). Registers still holding the rows `write_rows` last wrote for every
+        thread (a wgmma accumulator between instructions) are returned without a copy."""
+        rows = [self.read(name, index) for name in names]
+        last = self._last_rows
+        if index is None and last is not None and len(rows) == len(last[1]) and all(
+                row is held for row, held in zip(rows, last[1], strict=True)):
+            return last[0]
+        return np.stack(rows)
+
+    def write_rows(self, names: list[str], rows: np.ndarray, index: np.ndarray | None) -> None:
+        """`write` row i of `rows` to register names[i]."""
+        views = list(rows)
+        for name, bits in zip(names, views, strict=True):
+            self.write(name, bits, index)
+        if index is None and all(self._values[name] is view
+                                 for name, view in zip(names, views, strict=True)):
+            rows.flags.writeable = False  # the registers hold its rows
+            self._last_rows = (rows, views)
 
     def write(self, name: str, bits: np.ndarray, index: np.ndarray | None) -> None:
         """Store raw bits for the threads in `index` (None: all threads; bits may broadcast)."""

@@ -129,10 +129,23 @@ def _guarded(decoded: Decoded, machine: Machine, lanes: Lanes, group: np.ndarray
     return Lanes(mask, everyone=False)
 
 
+def _plain_runs(steps: tuple[Decoded, ...]) -> tuple[list, list[int]]:
+    """The `run` of each unguarded Compute step (None for other steps) and, for each pc, how
+    many such steps follow in a row from there: most steps, run with no dispatch."""
+    runs = [d.step.run if d.guard is None and type(d.step) is Compute else None
+            for d in steps]
+    lengths = [0] * (len(steps) + 1)
+    for pc in range(len(steps) - 1, -1, -1):
+        if runs[pc] is not None:
+            lengths[pc] = lengths[pc + 1] + 1
+    return runs, lengths
+
+
 def execute(program: Program, machine: Machine) -> None:
     """Run `program` on `machine` until every thread has exited."""
     steps = program.steps
     end = len(steps)
+    plain, plain_lengths = _plain_runs(steps)
     threads = _Threads(machine)
     group: np.ndarray | None = threads.live.copy()
     lanes = Lanes(group, everyone=True)
@@ -163,6 +176,17 @@ def execute(program: Program, machine: Machine) -> None:
         if pc >= end:  # falling off the end of the kernel returns
             threads.retire(group)
             group = None
+            continue
+        count = plain_lengths[pc]
+        if count:  # straight-line steps up to the next parked thread's pc, with no dispatch
+            stop = pc + min(count, next_other - pc)
+            if lanes.count:
+                for at in range(pc, stop):
+                    try:
+                        plain[at](machine, lanes)
+                    except Fault as fault:
+                        raise _fail(program, steps[at], machine, fault) from None
+            pc = stop
             continue
         decoded = steps[pc]
         try:

@@ -19,6 +19,14 @@ def elementwise(inst: Instruction, env: DecodeEnv, sources: Sequence[str], resul
     dest, *srcs = expect(inst.operands, len(sources) + 1)
     write = writer(dest, result, env)
     reads = [reader(op, t, env) for op, t in zip(srcs, sources, strict=True)]
+    match reads:  # spelled out for the common arities: this runs for most instructions
+        case [a]:
+            return Compute(lambda m, lanes: write(m, lanes, fn(a(m, lanes))))
+        case [a, b]:
+            return Compute(lambda m, lanes: write(m, lanes, fn(a(m, lanes), b(m, lanes))))
+        case [a, b, c]:
+            return Compute(lambda m, lanes: write(m, lanes, fn(a(m, lanes), b(m, lanes),
+                                                               c(m, lanes))))
 
     def run(m: Machine, lanes: Lanes) -> None:
         write(m, lanes, fn(*(read(m, lanes) for read in reads)))

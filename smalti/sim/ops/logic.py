@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from smalti.ptx.module import Instruction
-from smalti.sim.dtypes import BITS, INTEGER, SIGNED, VIEW
+from smalti.ptx.module import Immediate, Instruction
+from smalti.sim.dtypes import BITS, INTEGER, SIGNED, VIEW, constant
 from smalti.sim.errors import Unsupported
 from smalti.sim.operands import DecodeEnv, Modifiers
 from smalti.sim.ops.common import elementwise
@@ -56,14 +56,30 @@ def decode_shift(inst: Instruction, env: DecodeEnv) -> Step:
         raise Unsupported(f"shift of .{ptx_type}")
     width = BITS[ptx_type]
     dtype = VIEW[ptx_type]
+    arithmetic = inst.base == "shr" and ptx_type in SIGNED
 
     def shift(a: np.ndarray, amount: np.ndarray) -> np.ndarray:
         a = np.asarray(a)
         amount = np.minimum(np.asarray(amount).astype(np.uint64), width)
         within = np.minimum(amount, width - 1).astype(dtype)
-        if inst.base == "shr" and ptx_type in SIGNED:
+        if arithmetic:
             return (a >> within).astype(dtype)
         moved = a << within if inst.base == "shl" else a >> within
         return np.where(amount >= width, dtype(0), moved).astype(dtype)
 
+    amount_op = inst.operands[2] if len(inst.operands) == 3 else None
+    if isinstance(amount_op, Immediate) and isinstance(amount_op.value, int):
+        shift = _constant_shift(inst.base, dtype, width, arithmetic,
+                                int(constant(amount_op.value, "u32")))
     return elementwise(inst, env, [ptx_type, "u32"], ptx_type, shift)
+
+
+def _constant_shift(base: str, dtype: type, width: int, arithmetic: bool, amount: int):
+    """The shift by an immediate amount, its clamping decided once at decode (most shifts in
+    compiled code are by constants, and this runs for every thread of the launch)."""
+    if amount >= width and not arithmetic:
+        return lambda a, _: np.zeros(np.shape(a), dtype)
+    within = dtype(min(amount, width - 1))
+    if base == "shl":
+        return lambda a, _: (np.asarray(a) << within).astype(dtype, copy=False)
+    return lambda a, _: (np.asarray(a) >> within).astype(dtype, copy=False)

@@ -9,9 +9,9 @@ import numpy as np
 from smalti.ptx.module import Immediate, Instruction, Register, Symbol
 from smalti.sim.dtypes import BITS, VIEW, as_bits
 from smalti.sim.errors import Fault, Unsupported
-from smalti.sim.lanes import Lanes
+from smalti.sim.lanes import Lanes, thread_ids
 from smalti.sim.machine import Machine
-from smalti.sim.memory import LOCAL_WINDOW, SHARED_WINDOW, LocalMemory
+from smalti.sim.memory import LOCAL_WINDOW, SHARED_WINDOW, LocalMemory, gather, scatter
 from smalti.sim.operands import (
     DecodeEnv,
     Modifiers,
@@ -58,6 +58,8 @@ def _address(op, space: str, env: DecodeEnv) -> AddressFn:
         case Register():
             width = env.register_bits(base)
             read = reader(base, "u64" if width == 64 else "u32", env)
+            if not delta:
+                return lambda m, lanes: read(m, lanes).astype(np.uint64, copy=False)
             return lambda m, lanes: read(m, lanes).astype(np.uint64) + delta
         case Symbol(name=name) if space in ("shared", "cluster", "generic") and (
                 name in env.shared.offsets):
@@ -91,19 +93,21 @@ def _sub_lanes(lanes: Lanes, where: np.ndarray) -> Lanes:
 
 
 def _watch(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: Lanes,
-           write: bool) -> None:
+           write: bool, flat: np.ndarray | None = None) -> None:
     """Hazard checks of an ld/st to shared memory (races, uninitialised bytes, async owners);
-    called after the access, so its bounds are already checked."""
+    called after the access, so its bounds are already checked. `flat`: the access's flat
+    offsets into shared memory, when the access already computed them."""
     if m.async_engine is None or space not in ("shared", "cluster", "generic"):
         return
-    if space == "generic":
+    if flat is None and space == "generic":
         inside = m.shared.in_window(addresses)
         if not inside.any():
             return
         addresses = addresses[inside] - np.uint64(SHARED_WINDOW)
         lanes = lanes if inside.all() else _sub_lanes(lanes, inside)
-    flat = m.shared.flat(addresses, nbytes, lanes, "access", space != "shared")
-    threads = np.flatnonzero(lanes.mask) if lanes.index is None else lanes.index
+    if flat is None:
+        flat = m.shared.flat(addresses, nbytes, lanes, "access", space != "shared")
+    threads = thread_ids(lanes)
     hazards = m.async_engine.shared
     (hazards.write if write else hazards.read)(flat, nbytes, threads)
 
@@ -122,12 +126,23 @@ def _in_local(m: Machine, addresses: np.ndarray) -> np.ndarray | None:
     return inside if inside.any() else None
 
 
+def _located(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: Lanes,
+             what: str) -> np.ndarray | None:
+    """Flat offsets of an access to .shared/.shared::cluster (computed once for the access
+    and its hazard checks); None for other spaces."""
+    if space not in ("shared", "cluster"):
+        return None
+    return m.shared.locate(addresses, nbytes, lanes, what, space == "cluster")
+
+
 def _load(m: Machine, space: str, addresses: np.ndarray, elem: int, count: int,
-          lanes: Lanes) -> np.ndarray:
+          lanes: Lanes, flat: np.ndarray | None = None) -> np.ndarray:
     if space in ("global", "const"):  # .const variables live among the device buffers
         return m.global_memory.load(addresses, elem, count, lanes)
-    if space in ("shared", "cluster"):
-        return m.shared.load(addresses, elem, count, lanes, space == "cluster")
+    if flat is None:
+        flat = _located(m, space, addresses, elem * count, lanes, "load")
+    if flat is not None:
+        return gather(m.shared.data, flat, elem, count)
     if space == "local":
         return _local(m).load(addresses, elem, count, lanes)
     local = _in_local(m, addresses)
@@ -150,12 +165,14 @@ def _load(m: Machine, space: str, addresses: np.ndarray, elem: int, count: int,
 
 
 def _store(m: Machine, space: str, addresses: np.ndarray, values: np.ndarray, elem: int,
-           lanes: Lanes) -> None:
+           lanes: Lanes, flat: np.ndarray | None = None) -> None:
     if space == "global":
         m.global_memory.store(addresses, values, elem, lanes)
         return
-    if space in ("shared", "cluster"):
-        m.shared.store(addresses, values, elem, lanes, space == "cluster")
+    if flat is None:
+        flat = _located(m, space, addresses, elem * values.shape[1], lanes, "store")
+    if flat is not None:
+        scatter(m.shared.data, flat, values, elem)
         return
     if space == "local":
         _local(m).store(addresses, values, elem, lanes)
@@ -202,8 +219,9 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
 
     def run(m: Machine, lanes: Lanes) -> None:
         addresses = _per_lane(address_of(m, lanes), lanes)
-        raw = _load(m, space, addresses, elem, count, lanes)
-        _watch(m, space, addresses, elem * count, lanes, False)
+        flat = _located(m, space, addresses, elem * count, lanes, "load")
+        raw = _load(m, space, addresses, elem, count, lanes, flat)
+        _watch(m, space, addresses, elem * count, lanes, False, flat)
         for j, write in enumerate(writes):
             write(m, lanes, raw[:, j].view(view))
 
@@ -227,10 +245,12 @@ def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
     def run(m: Machine, lanes: Lanes) -> None:
         addresses = _per_lane(address_of(m, lanes), lanes)
         n = addresses.size
-        values = np.stack([np.broadcast_to(as_bits(read(m, lanes), ptx_type, elem * 8), (n,))
-                           for read in reads], axis=1)
-        _store(m, space, addresses, values, elem, lanes)
-        _watch(m, space, addresses, elem * count, lanes, True)
+        columns = [np.broadcast_to(as_bits(read(m, lanes), ptx_type, elem * 8), (n,))
+                   for read in reads]
+        values = columns[0][:, None] if count == 1 else np.stack(columns, axis=1)
+        flat = _located(m, space, addresses, elem * count, lanes, "store")
+        _store(m, space, addresses, values, elem, lanes, flat)
+        _watch(m, space, addresses, elem * count, lanes, True, flat)
 
     return Compute(run)
 

@@ -6,113 +6,42 @@ D (64 x N) = scale-a * A (64 x K) @ scale-b * B (K x N) + (scale-d ? D : 0), K b
 bytes of the input type. Products are exact in float64 and summed there, then rounded once
 to the accumulator type; hardware accumulates in its own order and precision, so results may
 differ from it in the last bits.
+
+An instruction runs once for all the warpgroups executing it: it is issued for all of them
+in one step when nothing about it can fault, and warpgroup by warpgroup (in order, so the
+first fault is the one reported) otherwise.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
-import ml_dtypes
 import numpy as np
 
 from smalti.ptx.module import Immediate, Instruction, Register, VectorOperand
 from smalti.sim.async_engine import AsyncOp
 from smalti.sim.errors import Fault, Unsupported
-from smalti.sim.lanes import Lanes
+from smalti.sim.geometry import Geometry
+from smalti.sim.lanes import Lanes, thread_ids
 from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, expect, reader
-from smalti.sim.ops.shared_address import thread_ids
+from smalti.sim.ops.wgmma_batch import Spec, WgmmaBatch
+from smalti.sim.ops.wgmma_operands import (
+    INPUTS,
+    K_OF,
+    WARPGROUP,
+    Descriptor,
+    Layout,
+    M,
+    distinct,
+    esize_of,
+    layout,
+    operand_addresses,
+    union,
+)
+from smalti.sim.ops.wgmma_operands import a_fragment_coords as a_fragment_coords  # re-export
 from smalti.sim.registry import Compute, Step, semantics
-from smalti.sim.swizzle import swizzle
-
-WARPGROUP = 128
-M = 64
-INPUTS = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32,
-          "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
-K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32}
-SPAN_OF_MODE = {0: None, 1: 128, 2: 64, 3: 32}
-TF32_MASK = np.uint32(0xFFFFE000)  # tf32 keeps 10 mantissa bits; the rest are ignored
-
-
-@dataclass(frozen=True)
-class Descriptor:
-    """A decoded matrix descriptor (PTX ISA, "Matrix Descriptor Format")."""
-
-    start: int
-    lbo: int
-    sbo: int
-    base_offset: int
-    span: int | None
-
-    @classmethod
-    def decode(cls, value: int) -> Descriptor:
-        field = lambda lo, bits: (value >> lo) & ((1 << bits) - 1)  # noqa: E731
-        return cls(field(0, 14) << 4, field(16, 14) << 4, field(32, 14) << 4, field(49, 3),
-                   SPAN_OF_MODE[field(62, 2)])
-
-
-@lru_cache(maxsize=256)
-def operand_addresses(desc: Descriptor, rows: int, esize: int, mn_major: bool) -> np.ndarray:
-    """Byte addresses (rows x K) of a rows x 32-byte operand under `desc`, swizzle applied.
-
-    Canonical layouts (PTX ISA, "Shared Memory Matrix Layout"; CUTLASS names them by
-    swizzle): K-major: 8-row groups SBO apart, rows 16 bytes apart (no swizzle; the second
-    16 bytes of K LBO away) or one swizzle span apart (K contiguous). MN-major: 8 K-rows 16
-    bytes (no swizzle) or a span apart, MN contiguous within 16 bytes / one span; the next
-    16 bytes of MN (no swizzle) SBO away, the next span of MN LBO away, the next 8 K LBO
-    (no swizzle) or SBO away.
-    """
-    k = 32 // esize
-    mn = np.arange(rows, dtype=np.int64)[:, None]
-    kk = np.arange(k, dtype=np.int64)[None, :]
-    span = desc.span
-    if not mn_major:
-        kb = kk * esize
-        if span is None:
-            offset = (mn % 8) * 16 + (mn // 8) * desc.sbo + kb % 16 + (kb // 16) * desc.lbo
-        else:
-            offset = (mn % 8) * span + (mn // 8) * desc.sbo + kb
-    else:
-        mb = mn * esize
-        if span is None:
-            offset = mb % 16 + (mb // 16) * desc.sbo + (kk % 8) * 16 + (kk // 8) * desc.lbo
-        else:
-            offset = mb % span + (mb // span) * desc.lbo + (kk % 8) * span + (kk // 8) * desc.sbo
-    addresses = swizzle(desc.start + offset, span)
-    addresses.flags.writeable = False  # shared by every call with this descriptor (cached)
-    return addresses
-
-
-@lru_cache(maxsize=16)
-def accumulator_coords(registers: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row, col) arrays (128 threads x registers) of the f32 accumulator fragment."""
-    t = np.arange(WARPGROUP)[:, None]
-    i = np.arange(registers)[None, :]
-    row = 16 * (t // 32) + (t % 32) // 4 + 8 * ((i >> 1) & 1)
-    col = 2 * (t % 4) + (i & 1) + 8 * (i >> 2)
-    row.flags.writeable = col.flags.writeable = False  # cached
-    return row, col
-
-
-def a_fragment_coords(esize: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row, K index) arrays (128 threads x 4 registers x elements) of A held in registers."""
-    per = 4 // esize
-    t = np.arange(WARPGROUP)[:, None, None]
-    j = np.arange(4)[None, :, None]
-    e = np.arange(per)[None, None, :]
-    row = 16 * (t // 32) + (t % 32) // 4 + 8 * (j & 1)
-    kbyte = 4 * (t % 4) + 16 * (j >> 1) + e * esize
-    return np.broadcast_to(row, kbyte.shape), kbyte // esize
-
-
-def _values(raw: np.ndarray, itype: str) -> np.ndarray:
-    """Raw little-endian bytes (..., esize) of `itype` as float64 values."""
-    esize = np.dtype(INPUTS[itype]).itemsize
-    bits = np.ascontiguousarray(raw).view(f"<u{esize}")[..., 0]
-    if itype == "tf32":
-        return (bits & TF32_MASK).view(np.float32).astype(np.float64)
-    return bits.view(INPUTS[itype]).astype(np.float64)
 
 
 @semantics("wgmma")
@@ -126,51 +55,69 @@ def decode_wgmma(inst: Instruction, env: DecodeEnv) -> Step:
         return Compute(lambda m, lanes: m.async_engine.tick())
     if mods.flag("commit_group"):
         mods.done()
-        return Compute(lambda m, lanes: _each_group(m, lanes, lambda key: (
-            m.async_engine.commit(key))))
+        return Compute(_commit)
     if mods.flag("wait_group"):
         mods.done()
         [count] = expect(inst.operands, 1)
-        keep = reader(count, "u32", env)
-        return Compute(lambda m, lanes: _each_group(m, lanes, lambda key: (
-            m.async_engine.wait_groups(key, int(keep(m, lanes))))))
+        return Compute(partial(_wait, reader(count, "u32", env)))
     if mods.flag("mma_async"):
         return _mma(inst, env, mods)
     raise Unsupported(f"unsupported wgmma operation {inst.opcode}")
 
 
-def _groups(m: Machine, lanes: Lanes) -> list[tuple[tuple, np.ndarray]]:
-    """Per warpgroup among the active lanes: its key and its 128 thread ids, checked."""
-    ids = thread_ids(lanes)
-    geometry = m.geometry
-    local = ids - geometry.block_of[ids] * geometry.block_threads
-    keys = geometry.block_of[ids] * 1024 + local // WARPGROUP
-    out = []
-    for key in np.unique(keys):
-        members = ids[keys == key]
-        if members.size != WARPGROUP:
-            raise Fault(f"wgmma needs all {WARPGROUP} threads of a warpgroup; "
-                        f"{members.size} executed it", int(members[0]))
-        out.append((("wgmma", int(key)), members))
-    return out
+@dataclass(frozen=True)
+class _Warpgroups:
+    """The warpgroups among an instruction's active lanes: each one's thread ids (G x 128)
+    and its async-engine group (and chain) key."""
+
+    members: np.ndarray
+    groups: tuple[tuple[str, int], ...]
 
 
-def _each_group(m: Machine, lanes: Lanes, action) -> None:
-    for key, _ in _groups(m, lanes):
-        action(key)
+def _warpgroups(m: Machine, lanes: Lanes) -> _Warpgroups:
+    """The warpgroups among the active lanes, checked to be whole."""
+    if lanes.index is None:
+        return _launch_warpgroups(m.geometry)
+    return _split(m.geometry, thread_ids(lanes))
+
+
+@lru_cache(maxsize=8)
+def _launch_warpgroups(geometry: Geometry) -> _Warpgroups:
+    """The warpgroups of the whole launch (every thread active: the usual case)."""
+    found = _split(geometry, np.arange(geometry.threads))
+    found.members.flags.writeable = False
+    return found
+
+
+def _split(geometry: Geometry, ids: np.ndarray) -> _Warpgroups:
+    """Thread ids `ids` (sorted) by warpgroup: a warpgroup's threads have consecutive ids, so
+    each is a run of one key."""
+    blocks = geometry.block_of[ids]
+    keys = blocks * 1024 + (ids - blocks * geometry.block_threads) // WARPGROUP
+    starts = np.flatnonzero(np.diff(keys, prepend=-1))
+    sizes = np.diff(starts, append=ids.size)
+    short = sizes != WARPGROUP
+    if short.any():
+        first = int(np.argmax(short))
+        raise Fault(f"wgmma needs all {WARPGROUP} threads of a warpgroup; "
+                    f"{int(sizes[first])} executed it", int(ids[starts[first]]))
+    return _Warpgroups(ids.reshape(-1, WARPGROUP),
+                       tuple(("wgmma", key) for key in keys[starts].tolist()))
+
+
+def _commit(m: Machine, lanes: Lanes) -> None:
+    for group in _warpgroups(m, lanes).groups:
+        m.async_engine.commit(group)
     m.async_engine.tick()
 
 
-@dataclass(frozen=True)
-class _Shape:
-    n: int
-    k: int
-    dtype: str
-    atype: str
-    btype: str
+def _wait(keep, m: Machine, lanes: Lanes) -> None:
+    m.async_engine.wait_groups_many(_warpgroups(m, lanes).groups, int(keep(m, lanes)))
+    m.async_engine.tick()
 
 
-def _shape(inst: Instruction, mods: Modifiers) -> _Shape:
+def _shape(inst: Instruction, mods: Modifiers) -> tuple[int, int, str, str, str]:
+    """(N, K, accumulator type, A type, B type) of a .m64nNkK.dtype.atype.btype opcode."""
     shape = mods.one_of(tuple(f"m64n{n}k{k}" for n in range(8, 257, 8) for k in (8, 16, 32)))
     types = [mods.items.pop(0) for _ in range(min(3, len(mods.items)))]
     mods.done()
@@ -182,7 +129,7 @@ def _shape(inst: Instruction, mods: Modifiers) -> _Shape:
         raise Unsupported(f"unsupported wgmma input types .{atype}.{btype} for k{k}")
     if dtype not in ("f32", "f16") or (dtype == "f16" and atype not in ("f16", "e4m3", "e5m2")):
         raise Unsupported(f"unsupported wgmma accumulator .{dtype} for .{atype}")
-    return _Shape(n, k, dtype, atype, btype)
+    return n, k, dtype, atype, btype
 
 
 def _immediate(op, what: str, allowed: tuple[int, ...]) -> int:
@@ -192,8 +139,8 @@ def _immediate(op, what: str, allowed: tuple[int, ...]) -> int:
 
 
 def _mma(inst: Instruction, env: DecodeEnv, mods: Modifiers) -> Step:
-    shape = _shape(inst, mods)
-    halves = shape.atype in ("f16", "bf16")
+    n, k, dtype, atype, btype = _shape(inst, mods)
+    halves = atype in ("f16", "bf16")
     ops = list(inst.operands)
     a_in_registers = isinstance(ops[1], VectorOperand) if len(ops) > 1 else False
     count = 6 + int(halves) + int(halves and not a_in_registers)
@@ -205,10 +152,9 @@ def _mma(inst: Instruction, env: DecodeEnv, mods: Modifiers) -> Step:
     trans = [_immediate(o, "imm-trans", (0, 1)) for o in ops[6:]]
     trans_a = 0 if a_in_registers else (trans[0] if trans else 0)
     trans_b = trans[-1] if trans else 0
-    per_reg = 2 if shape.dtype == "f32" else 4
-    if not isinstance(d_op, VectorOperand) or len(d_op.elements) != shape.n // per_reg:
-        raise Unsupported(f"the accumulator of m64n{shape.n} .{shape.dtype} is "
-                          f"{shape.n // per_reg} registers")
+    per_reg = 2 if dtype == "f32" else 4
+    if not isinstance(d_op, VectorOperand) or len(d_op.elements) != n // per_reg:
+        raise Unsupported(f"the accumulator of m64n{n} .{dtype} is {n // per_reg} registers")
     d_names = [_register(e) for e in d_op.elements]
     if a_in_registers:
         if len(a_op.elements) != 4:
@@ -220,47 +166,120 @@ def _mma(inst: Instruction, env: DecodeEnv, mods: Modifiers) -> Step:
         read_a = reader(a_op, "b64", env)
     read_b = reader(b_op, "b64", env)
     read_scale = reader(scale_d, "pred", env)
-    what = f"the wgmma at line {inst.line}"
-    spec = _Spec(shape, d_names, a_names, trans_a, trans_b, scale_a * scale_b, what)
+    spec = Spec(n, k, dtype, atype, btype, d_names, a_names, trans_a, trans_b,
+                scale_a * scale_b, f"the wgmma at line {inst.line}")
 
     def run(m: Machine, lanes: Lanes) -> None:
-        descs_a = None if read_a is None else np.broadcast_to(read_a(m, lanes), (lanes.count,))
-        descs_b = np.broadcast_to(read_b(m, lanes), (lanes.count,))
-        scales = np.broadcast_to(read_scale(m, lanes), (lanes.count,))
-        ids = thread_ids(lanes)
-        for key, members in _groups(m, lanes):
-            first = int(np.searchsorted(ids, members[0]))
-            desc_a = None if descs_a is None else int(descs_a[first])
-            _issue(m, spec, key, members, desc_a, int(descs_b[first]), bool(scales[first]))
+        per_lane = lambda read: np.broadcast_to(read(m, lanes), (lanes.count,))  # noqa: E731
+        descs_a = None if read_a is None else per_lane(read_a)
+        descs_b, scales = per_lane(read_b), per_lane(read_scale)
+        found = _warpgroups(m, lanes)  # (after the reads, which fault first)
+        members = found.members
+        first = np.searchsorted(thread_ids(lanes), members[:, 0])  # each one's first lane
+        descs_a = None if descs_a is None else descs_a[first]
+        descs_b, scales = descs_b[first], scales[first].astype(np.bool_)
+        if _issue_all(m, spec, found, descs_a, descs_b, scales):
+            return
+        for g, group in enumerate(found.groups):  # one by one: it faults somewhere
+            _issue(m, spec, group, members[g], None if descs_a is None else int(descs_a[g]),
+                   int(descs_b[g]), bool(scales[g]))
 
     return Compute(run)
-
-
-@dataclass(frozen=True)
-class _Spec:
-    shape: _Shape
-    d_names: list[str]
-    a_names: list[str]
-    trans_a: int
-    trans_b: int
-    sign: int
-    what: str
-
-
-def distinct(idx: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of non-negative byte indices lying in a narrow range (an
-    operand's bytes): a bitmap over the range, much cheaper than np.unique's hashing."""
-    flat = idx.reshape(-1)
-    low = int(flat.min())
-    seen = np.zeros(int(flat.max()) - low + 1, np.bool_)
-    seen[flat - low] = True
-    return np.flatnonzero(seen) + low
 
 
 def _register(op) -> str:
     if not isinstance(op, Register):
         raise Unsupported("wgmma fragments are lists of registers")
     return op.name
+
+
+def _transposed_non_half(spec: Spec) -> bool:
+    return spec.atype in ("tf32", "e4m3", "e5m2") and bool(spec.trans_a or spec.trans_b)
+
+
+@dataclass(frozen=True)
+class _Operands:
+    """The shared-memory operand of each warpgroup (a row each), within its block: where
+    its elements start and its distinct bytes (one layout for all warpgroups when they
+    share one, else a row each)."""
+
+    starts: np.ndarray  # (rows, K) or (G, rows, K)
+    local: np.ndarray  # (n,) or (G, n)
+    layouts: list[Layout]  # each warpgroup's
+
+
+def _operands(m: Machine, descs: np.ndarray, rows: int, itype: str, mn_major: bool,
+              count: int) -> _Operands | None:
+    """The operand of each of `count` warpgroups under its descriptor; None when a
+    descriptor faults or the warpgroups' operands differ in size."""
+    values, inverse = np.unique(descs, return_inverse=True)
+    found = [layout(int(v), rows, itype, mn_major, m.shared.size) for v in values]
+    if any(f is None for f in found) or len({f.bytes.size for f in found}) > 1:
+        return None
+    if len(found) == 1:
+        return _Operands(found[0].addresses, found[0].bytes, found * count)
+    starts = np.stack([f.addresses for f in found])[inverse]
+    local = np.stack([f.bytes for f in found])[inverse]
+    return _Operands(starts, local, [found[i] for i in inverse])
+
+
+def _claimed(a: _Operands | None, b: _Operands) -> np.ndarray | None:
+    """Each warpgroup's distinct operand bytes, A's and B's together, as offsets within its
+    block (one row for all, or a row each); None when their counts differ."""
+    if a is None:
+        return b.local
+    pairs = [union(la, lb) for la, lb in zip(a.layouts, b.layouts, strict=True)]
+    if all(p is pairs[0] for p in pairs):
+        return pairs[0]
+    if len({p.size for p in pairs}) > 1:
+        return None
+    return np.stack(pairs)
+
+
+def _a_fragments(m: Machine, names: list[str], members: np.ndarray) -> np.ndarray | None:
+    """A's registers (G x 128 x 4) of each warpgroup, read at issue (the ISA forbids changing
+    them until the wgmma is done); None when a read would fault."""
+    try:
+        raw = np.stack([m.registers.read(name, members.reshape(-1)) for name in names], axis=1)
+    except Fault:
+        return None
+    return raw.reshape(members.shape[0], WARPGROUP, len(names))
+
+
+def _issue_all(m: Machine, spec: Spec, found: _Warpgroups, descs_a: np.ndarray | None,
+               descs_b: np.ndarray, scales: np.ndarray) -> bool:
+    """Issue the wgmma for every warpgroup (row) in one step, as `_issue` would one after
+    another; False, having changed nothing, when any of their checks would fault."""
+    if _transposed_non_half(spec):
+        return False
+    engine = m.async_engine
+    members, groups = found.members, found.groups
+    blocks = m.geometry.block_of[members[:, 0]]
+    count = len(groups)
+    b = _operands(m, descs_b, spec.n, spec.btype, bool(spec.trans_b), count)
+    a = None if descs_a is None else _operands(m, descs_a, M, spec.atype, bool(spec.trans_a),
+                                               count)
+    if b is None or (descs_a is not None and a is None):
+        return False
+    reads = [b] if a is None else [a, b]
+    if not all(engine.shared.async_reads_pass(o.local, blocks) for o in reads):
+        return False
+    a_registers = None
+    if descs_a is None and (a_registers := _a_fragments(m, spec.a_names, members)) is None:
+        return False
+    claimed = _claimed(a, b)
+    if claimed is None:
+        return False
+    first = engine.new_id(count)
+    batch = WgmmaBatch(m, spec, first, members, blocks, None if a is None else a.starts,
+                       a_registers, b.starts, scales)
+    ops = [AsyncOp(first + g, spec.what, None, chain=key, batch=batch)
+           for g, key in enumerate(groups)]
+    engine.own_rows(ops, claimed, blocks, reads=False)
+    engine.own_registers_many(ops, spec.d_guarded, members, reads=True)
+    engine.own_registers_many(ops, spec.a_names, members, reads=False)
+    engine.issue_many(ops, groups)
+    return True
 
 
 def _smem_bytes(m: Machine, block: int, desc_value: int, rows: int, itype: str,
@@ -270,7 +289,7 @@ def _smem_bytes(m: Machine, block: int, desc_value: int, rows: int, itype: str,
     if desc.base_offset:
         raise Fault(f"{what}: a non-zero matrix base offset ({desc.base_offset}) is not "
                     "supported; align the operand to its swizzle pattern", thread)
-    esize = np.dtype(INPUTS[itype]).itemsize
+    esize = esize_of(itype)
     addresses = operand_addresses(desc, rows, esize, mn_major)
     idx = addresses[..., None] + np.arange(esize)
     if idx.max() >= m.shared.size:
@@ -279,83 +298,36 @@ def _smem_bytes(m: Machine, block: int, desc_value: int, rows: int, itype: str,
     return block * m.shared.size + idx
 
 
-def _issue(m: Machine, spec: _Spec, key: tuple, members: np.ndarray, desc_a: int | None,
+def _issue(m: Machine, spec: Spec, key: tuple, members: np.ndarray, desc_a: int | None,
            desc_b: int, scale_d: bool) -> None:
+    """Issue the wgmma for one warpgroup, checking as it goes."""
     engine = m.async_engine
-    shape = spec.shape
     thread = int(members[0])
     block = int(m.geometry.block_of[thread])
-    if (shape.atype in ("tf32", "e4m3", "e5m2")) and (spec.trans_a or spec.trans_b):
+    if _transposed_non_half(spec):
         raise Fault(f"{spec.what}: transposes exist only for .f16/.bf16", thread)
-    b_idx = _smem_bytes(m, block, desc_b, shape.n, shape.btype, bool(spec.trans_b), thread,
+    b_idx = _smem_bytes(m, block, desc_b, spec.n, spec.btype, bool(spec.trans_b), thread,
                         spec.what)
     a_idx = None
     if desc_a is not None:
-        a_idx = _smem_bytes(m, block, desc_a, M, shape.atype, bool(spec.trans_a), thread,
+        a_idx = _smem_bytes(m, block, desc_a, M, spec.atype, bool(spec.trans_a), thread,
                             spec.what)
         engine.shared.async_read(distinct(a_idx), thread, spec.what)
     engine.shared.async_read(distinct(b_idx), thread, spec.what)
-    a_regs = None
+    a_registers = None
     if desc_a is None:  # registers are read at issue: the ISA forbids changing them until done
-        a_regs = np.stack([m.registers.read(name, members) for name in spec.a_names], axis=1)
-    op = AsyncOp(engine.new_id(), spec.what, lambda: None, chain=key)
-    op.run = lambda: _compute(m, spec, members, a_idx, a_regs, b_idx, scale_d)
+        a_registers = np.stack([m.registers.read(name, members) for name in spec.a_names],
+                               axis=1)[None]
+    op = AsyncOp(engine.new_id(), spec.what, None, chain=key)
+    base = block * m.shared.size  # the batch sees offsets within the block
+    op.batch = WgmmaBatch(m, spec, op.id, members[None], np.array([block]),
+                          None if a_idx is None else a_idx[..., 0] - base, a_registers,
+                          b_idx[..., 0] - base, np.array([scale_d]))
     owned = b_idx.reshape(-1) if a_idx is None else np.concatenate(
         [a_idx.reshape(-1), b_idx.reshape(-1)])
     engine.own(op, distinct(owned), reads=False)
     threads = np.zeros(m.geometry.threads, np.bool_)
     threads[members] = True
-    engine.own_registers(op, spec.d_names, threads, reads=True)
+    engine.own_registers(op, spec.d_guarded, threads, reads=True)
     engine.own_registers(op, spec.a_names, threads, reads=False)
     engine.issue(op, group=key)
-
-
-def _compute(m: Machine, spec: _Spec, members: np.ndarray, a_idx: np.ndarray | None,
-             a_regs: np.ndarray | None, b_idx: np.ndarray, scale_d: bool) -> None:
-    shape = spec.shape
-    data = m.shared.data
-    b = _values(data[b_idx], shape.btype)  # (N, K)
-    if a_idx is not None:
-        a = _values(data[a_idx], shape.atype)  # (64, K)
-    else:
-        esize = np.dtype(INPUTS[shape.atype]).itemsize
-        raw = a_regs.astype(np.uint32).view(np.uint8).reshape(WARPGROUP, 4, 4 // esize, esize)
-        rows, ks = a_fragment_coords(esize)
-        a = np.zeros((M, shape.k))
-        a[rows, ks] = _values(raw, shape.atype)
-    product = (a @ b.T) * spec.sign
-    guards = m.async_engine.registers
-    guards.bypass = True
-    try:
-        if shape.dtype == "f32":
-            _accumulate_f32(m, spec.d_names, members, product, scale_d)
-        else:
-            _accumulate_f16(m, spec.d_names, members, product, scale_d)
-    finally:
-        guards.bypass = False
-
-
-def _accumulate_f32(m: Machine, names: list[str], members: np.ndarray, product: np.ndarray,
-                    scale_d: bool) -> None:
-    rows, cols = accumulator_coords(len(names))
-    result = product[rows, cols]
-    if scale_d:
-        old = np.stack([m.registers.read(n, members) for n in names], axis=1)
-        result = result + old.astype(np.uint32).view(np.float32).astype(np.float64)
-    bits = result.astype(np.float32).view(np.uint32)
-    for i, name in enumerate(names):
-        m.registers.write(name, bits[:, i], members)
-
-
-def _accumulate_f16(m: Machine, names: list[str], members: np.ndarray, product: np.ndarray,
-                    scale_d: bool) -> None:
-    rows, cols = accumulator_coords(2 * len(names))
-    result = product[rows, cols]  # (128, 2 * registers), element 2i low half of register i
-    if scale_d:
-        old = np.stack([m.registers.read(n, members) for n in names], axis=1)
-        halves = old.astype(np.uint32).view(np.uint16).reshape(WARPGROUP, -1)
-        result = result + halves.view(np.float16).astype(np.float64)
-    packed = result.astype(np.float16).view(np.uint16).reshape(WARPGROUP, -1, 2)
-    bits = packed[..., 0].astype(np.uint32) | (packed[..., 1].astype(np.uint32) << 16)
-    for i, name in enumerate(names):
-        m.registers.write(name, bits[:, i], members)
