@@ -244,12 +244,10 @@ def physical_offset(ctx: LoweringContext, ref: SmemRef, index: Sequence[Index]) 
     return offset
 
 
-def _contiguous_run(ref: SmemRef, dist: Distribution) -> int:
-    """Elements of a register vector that lie at consecutive physical bytes."""
-    last = len(ref.shape) - 1
-    if dist.vector_dim != last or dist.vector_step != 1:
-        return 1
-    run = dist.vector_length
+def _rows_contiguous(ref: SmemRef) -> int:
+    """How many elements along the last logical dim lie at consecutive bytes (from any
+    index that is a multiple of the result)."""
+    run = ref.shape[-1]
     for transform in ref.transforms:
         match transform:
             case TransposeTransform(permutation=perm) if perm[-1] != len(perm) - 1:
@@ -259,6 +257,13 @@ def _contiguous_run(ref: SmemRef, dist: Distribution) -> int:
     if ref.swizzle is not None:
         run = math.gcd(run, 16 // ref.element.bytes)
     return run
+
+
+def _contiguous_run(ref: SmemRef, dist: Distribution) -> int:
+    """Elements of a register vector that lie at consecutive physical bytes."""
+    if dist.vector_dim != len(ref.shape) - 1 or dist.vector_step != 1:
+        return 1
+    return math.gcd(dist.vector_length, _rows_contiguous(ref))
 
 
 def _accesses(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: list[ir.Value],
@@ -362,21 +367,6 @@ def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
 
 
 MATRIX_ROWS = 8  # stmatrix stores 8x8 matrices of 16-bit elements, a 16-byte row per lane
-
-
-def _rows_contiguous(ref: SmemRef) -> int:
-    """How many elements along the last logical dim lie at consecutive bytes (from any
-    index that is a multiple of the result)."""
-    run = ref.shape[-1]
-    for transform in ref.transforms:
-        match transform:
-            case TransposeTransform(permutation=perm) if perm[-1] != len(perm) - 1:
-                return 1
-            case TileTransform(tiling=tile):
-                run = math.gcd(run, tile[-1])
-    if ref.swizzle is not None:
-        run = math.gcd(run, 16 // ref.element.bytes)
-    return run
 
 
 def _store_matrices(ctx: LoweringContext, op: ir.Operation, array: FragmentedArray,
