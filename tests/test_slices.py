@@ -14,7 +14,7 @@ func.func @k(%a: memref<128x128xf32>, %out: memref<64x64xf32>)
     attributes {{smalti.kernel, smalti.grid = array<i64: 1>}} {{
   %c0 = arith.constant 0 : index
   %v = "smalti.vector_load"(%a, %c0, %c0) {{out_layouts = [{WGMMA}]}} : (memref<128x128xf32>, index, index) -> vector<128x128xf32>
-  %s = vector.extract_strided_slice %v {{offsets = [OFFSET_ROW, OFFSET_COL], sizes = [64, 64], strides = [1, 1]}} : vector<128x128xf32> to vector<64x64xf32>
+  %s = "vector.extract_strided_slice"(%v) <{{offsets = [OFFSET_ROW, OFFSET_COL], sizes = [64, 64], strides = [1, 1]}}> : (vector<128x128xf32>) -> vector<64x64xf32>
   "smalti.vector_store"(%s, %out, %c0, %c0) : (vector<64x64xf32>, memref<64x64xf32>, index, index) -> ()
   return
 }}
@@ -26,7 +26,7 @@ func.func @k(%a: memref<128x128xf32>, %b: memref<64x64xf32>, %out: memref<128x12
   %c0 = arith.constant 0 : index
   %v = "smalti.vector_load"(%a, %c0, %c0) {{out_layouts = [{WGMMA}]}} : (memref<128x128xf32>, index, index) -> vector<128x128xf32>
   %w = "smalti.vector_load"(%b, %c0, %c0) : (memref<64x64xf32>, index, index) -> vector<64x64xf32>
-  %r = vector.insert_strided_slice %w, %v {{offsets = [64, 32], strides = [1, 1]}} : vector<64x64xf32> into vector<128x128xf32>
+  %r = "vector.insert_strided_slice"(%w, %v) <{{offsets = [64, 32], strides = [1, 1]}}> : (vector<64x64xf32>, vector<128x128xf32>) -> vector<128x128xf32>
   "smalti.vector_store"(%r, %out, %c0, %c0) : (vector<128x128xf32>, memref<128x128xf32>, index, index) -> ()
   return
 }}

@@ -70,7 +70,7 @@ func.func @slice_through_tiles(%a: memref<128x128xf32>) {
   %v = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>]} : (memref<128x128xf32>, index, index) -> vector<128x128xf32>
   // expected-error @+2 {{'vector.extract_strided_slice' op cannot be given a layout: the slice [32, 96) of dim 0 cuts through the layout's [64, 8] tiles}}
   // expected-note @+1 {{vector.extract_strided_slice takes whole tiles}}
-  %s = vector.extract_strided_slice %v {offsets = [32, 0], sizes = [64, 128], strides = [1, 1]} : vector<128x128xf32> to vector<64x128xf32>
+  %s = "vector.extract_strided_slice"(%v) <{offsets = [32, 0], sizes = [64, 128], strides = [1, 1]}> : (vector<128x128xf32>) -> vector<64x128xf32>
   return
 }
 

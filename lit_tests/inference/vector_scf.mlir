@@ -97,11 +97,13 @@ func.func @loop(%a: memref<128x512xf32>, %flag: i1) {
 
 // A strided slice keeps its source's layout.
 // CHECK-LABEL: func.func @slice
-// CHECK: vector.extract_strided_slice {{.*}} {in_layouts = [#smalti.tiled<tiling = {{\[\[}}64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>], offsets = [64, 0], out_layouts = [#smalti.tiled<tiling = {{\[\[}}64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>]
+// (The printed form of the op differs between jaxlib releases: check its parts.)
+// CHECK: vector.extract_strided_slice {{.*}}in_layouts = [#smalti.tiled<tiling = {{\[\[}}64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>]{{.*}}out_layouts = [#smalti.tiled<tiling = {{\[\[}}64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>]
+// CHECK-SAME: vector<128x128xf32> to vector<64x128xf32>
 func.func @slice(%a: memref<128x128xf32>, %b: memref<64x128xf32>) {
   %c0 = arith.constant 0 : index
   %v = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>]} : (memref<128x128xf32>, index, index) -> vector<128x128xf32>
-  %s = vector.extract_strided_slice %v {offsets = [64, 0], sizes = [64, 128], strides = [1, 1]} : vector<128x128xf32> to vector<64x128xf32>
+  %s = "vector.extract_strided_slice"(%v) <{offsets = [64, 0], sizes = [64, 128], strides = [1, 1]}> : (vector<128x128xf32>) -> vector<64x128xf32>
   "smalti.vector_store"(%s, %b, %c0, %c0) : (vector<64x128xf32>, memref<64x128xf32>, index, index) -> ()
   return
 }

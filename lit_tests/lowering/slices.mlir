@@ -14,7 +14,7 @@ func.func @slice(%a: memref<64x16xf32>, %b: memref<64x8xf32>)
     attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
   %c0 = arith.constant 0 : index
   %v = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>]} : (memref<64x16xf32>, index, index) -> vector<64x16xf32>
-  %s = vector.extract_strided_slice %v {offsets = [0, 8], sizes = [64, 8], strides = [1, 1]} : vector<64x16xf32> to vector<64x8xf32>
+  %s = "vector.extract_strided_slice"(%v) <{offsets = [0, 8], sizes = [64, 8], strides = [1, 1]}> : (vector<64x16xf32>) -> vector<64x8xf32>
   "smalti.vector_store"(%s, %b, %c0, %c0) : (vector<64x8xf32>, memref<64x8xf32>, index, index) -> ()
   return
 }

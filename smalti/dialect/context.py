@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from jaxlib.mlir import ir
-from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+
+from smalti.dialect.bindings import register_jax_dialects
 
 
 def make_context() -> ir.Context:
@@ -13,7 +14,7 @@ def make_context() -> ir.Context:
 
     context = ir.Context()
     registry = ir.DialectRegistry()
-    _jax_mlir_ext.register_dialects(registry)
+    register_jax_dialects(registry)
     context.append_dialect_registry(registry)
     context.load_all_available_dialects()
     context.allow_unregistered_dialects = True

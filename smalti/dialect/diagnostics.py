@@ -6,23 +6,23 @@ Passes raise `DiagnosticError`; the driver prints each diagnostic as
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from jaxlib.mlir import ir
 
-_FILE_LINE_COL = re.compile(r'"([^"]*)":(\d+):(\d+)')
+from smalti.dialect.bindings import file_line_col
 
 Severity = Literal["error", "warning", "note", "remark"]
 
 
 def format_location(location: ir.Location) -> str:
     """`file:line:col` for file locations (looking through names and fusions), else '<unknown>'."""
-    match = _FILE_LINE_COL.search(str(location))
-    if match:
-        return f"{match.group(1)}:{match.group(2)}:{match.group(3)}"
-    return "<unknown>"
+    position = file_line_col(location)
+    if position is None:
+        return "<unknown>"
+    file, line, col = position
+    return f"{file}:{line}:{col}"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.bindings import type_name
 from smalti.dialect.diagnostics import DiagnosticError, error_at
 from smalti.tiling import WARPGROUP_SIZE
 
@@ -186,15 +187,15 @@ def _kernel_arg(func: ir.Operation, name: str, index: int, t: ir.Type) -> Kernel
         if not ref.has_static_shape or ref.memory_space is not None:
             raise error_at(func, f"argument #{index} of kernel @{name} must be a global memref "
                                  f"of static shape, got {t}")
-        if str(ref.element_type) not in ELEMENT_TYPES:
+        if type_name(ref.element_type) not in ELEMENT_TYPES:
             raise error_at(func, f"argument #{index} of kernel @{name} has unsupported element "
                                  f"type {ref.element_type}")
         if ref.get_strides_and_offset() != (_row_major(ref.shape), 0):
             raise error_at(func, f"argument #{index} of kernel @{name} must be a contiguous "
                                  f"row-major memref, got {t}")
-        return KernelArg(f"arg{index}", str(ref.element_type), tuple(ref.shape))
-    if str(t) in SCALAR_TYPES:
-        return KernelArg(f"arg{index}", str(t), None)
+        return KernelArg(f"arg{index}", type_name(ref.element_type), tuple(ref.shape))
+    if type_name(t) in SCALAR_TYPES:
+        return KernelArg(f"arg{index}", type_name(t), None)
     raise error_at(func, f"argument #{index} of kernel @{name} has type {t}; kernel arguments "
                          "are memrefs or scalars of " + ", ".join(SCALAR_TYPES))
 

@@ -7,14 +7,18 @@ warpgroup, distributed over their registers by its layout.
 from __future__ import annotations
 
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects._ods_common import _cext
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_layout, layout_to_attr
+from smalti.dialect.bindings import (
+    is_workgroup_address_space,
+    register_python_dialect,
+    register_python_operation,
+)
 from smalti.dialect.diagnostics import error_at
 from smalti.tiling import Layout, LayoutError, check_layout_fits
 
 
-@_cext.register_dialect
+@register_python_dialect
 class SmaltiDialect(ir.Dialect):
     DIALECT_NAMESPACE = "smalti"
 
@@ -59,7 +63,7 @@ def operands_from(start: int) -> property:
 
 def _register(cls: type[SmaltiOp]) -> type[SmaltiOp]:
     OP_CLASSES[cls.OPERATION_NAME] = cls
-    return _cext.register_operation(SmaltiDialect)(cls)
+    return register_python_operation(SmaltiDialect, cls)
 
 
 def _check_memory_access(op: ir.Operation, vector: ir.Value, ref: ir.Value,
@@ -71,7 +75,7 @@ def _check_memory_access(op: ir.Operation, vector: ir.Value, ref: ir.Value,
         raise error_at(op, f"expects a vector value, got {vector.type}")
     ref_type, vector_type = ir.MemRefType(ref.type), ir.VectorType(vector.type)
     space = ref_type.memory_space
-    if space is not None and "workgroup" not in str(space):
+    if space is not None and not is_workgroup_address_space(space):
         raise error_at(op, f"memory space {space} is not supported; vector_load and "
                            "vector_store access global or shared (workgroup) memory")
     if not ref_type.has_static_shape:

@@ -12,6 +12,7 @@ import itertools
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.bindings import type_name
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import SmaltiOp, _register
 
@@ -71,7 +72,7 @@ class IotaOp(SmaltiOp):
         op = self.operation
         self._expect_counts(0, 1)
         result = _vector(op, op.results[0], "the result")
-        if str(result.element_type) != "i32":
+        if type_name(result.element_type) != "i32":
             raise error_at(op, f"expects an i32 result, got {result.element_type}")
         attr = op.attributes.get("dimension", None)
         if not isinstance(attr, ir.IntegerAttr):

@@ -10,13 +10,13 @@ stores its registers of the value there, and the host prints it after the launch
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_layouts
-from smalti.dialect.diagnostics import error_at, format_location
+from smalti.dialect.bindings import file_line_col, type_name
+from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import SmaltiOp, _register, operand
 from smalti.tiling import WARPGROUP_SIZE, Layout, LayoutError, WGSplatLayout
 
@@ -25,7 +25,6 @@ PLACEHOLDER = "{}"
 PRINTABLE_BYTES = {"i1": 1, "i16": 2, "f16": 2, "bf16": 2, "i32": 4, "f32": 4, "i64": 8,
                    "f64": 8, "index": 8}
 HEADER_BYTES = 16  # per instance: a u32 count of executions, padded to 16 bytes
-_FILE_LINE = re.compile(r"^(.*):(\d+):(\d+)$")
 
 
 @_register
@@ -160,10 +159,10 @@ def _record(op: ir.Operation, offset: int, instances: int) -> DebugPrintRecord:
     vector = value is not None and isinstance(value.type, ir.VectorType)
     if vector:
         vector_type = ir.VectorType(value.type)
-        shape, dtype = tuple(vector_type.shape), str(vector_type.element_type)
+        shape, dtype = tuple(vector_type.shape), type_name(vector_type.element_type)
         layout = _inferred_layout(op, shape)
     elif value is not None:
-        dtype = str(value.type)
+        dtype = type_name(value.type)
     if dtype not in PRINTABLE_BYTES:  # malformed: the verifier reports it
         dtype = "i32"
     return DebugPrintRecord(fmt, file, line, dtype, shape, vector, layout, offset, instances)
@@ -185,6 +184,6 @@ def _inferred_layout(op: ir.Operation, shape: tuple[int, ...]) -> Layout | None:
 
 
 def _file_line(location: ir.Location) -> tuple[str, int]:
-    match = _FILE_LINE.match(format_location(location))
-    return (match.group(1), int(match.group(2))) if match else ("<unknown>", 0)
+    file, line, _ = file_line_col(location) or ("<unknown>", 0, 0)
+    return file, line
 

@@ -21,6 +21,7 @@ import math
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_transforms
+from smalti.dialect.bindings import is_workgroup_address_space
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import SmaltiOp, _register, constant_index, operand, operands_from
 from smalti.tiling import LayoutError, physical_shape
@@ -33,8 +34,7 @@ def is_smem_type(t: ir.Type) -> bool:
     """A memref in `#gpu.address_space<workgroup>`."""
     if not isinstance(t, ir.MemRefType):
         return False
-    space = ir.MemRefType(t).memory_space
-    return space is not None and "workgroup" in str(space)
+    return is_workgroup_address_space(ir.MemRefType(t).memory_space)
 
 
 def is_gmem_type(t: ir.Type) -> bool:

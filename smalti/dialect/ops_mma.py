@@ -19,6 +19,7 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_transforms
+from smalti.dialect.bindings import type_name
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import SmaltiOp, _register, operand
 from smalti.dialect.ops_memory import check_smem_ref, element_bytes
@@ -106,7 +107,7 @@ class WgmmaOp(SmaltiOp):
         if not isinstance(acc.type, ir.VectorType):
             raise error_at(op, f"expects the accumulator to be a vector, got {acc.type}")
         acc_type = ir.VectorType(acc.type)
-        if str(acc_type.element_type) != "f32" or acc_type.rank != 2:
+        if type_name(acc_type.element_type) != "f32" or acc_type.rank != 2:
             raise error_at(op, f"expects a 2-D f32 accumulator, got {acc.type}")
         if op.results[0].type != acc.type:
             raise error_at(op, f"result type {op.results[0].type} differs from accumulator type "
@@ -114,7 +115,7 @@ class WgmmaOp(SmaltiOp):
         m, n = acc_type.shape
         a_m, a_k = _shape_of(op, self.a, "A", registers_ok=True)
         b_k, b_n = _shape_of(op, self.b, "B", registers_ok=False)
-        a_type, b_type = (str(ir.ShapedType(v.type).element_type) for v in (self.a, self.b))
+        a_type, b_type = (type_name(ir.ShapedType(v.type).element_type) for v in (self.a, self.b))
         for what, element in (("A", a_type), ("B", b_type)):
             if element not in INPUT_TYPES:
                 raise error_at(op, f"supports {what} of {', '.join(INPUT_TYPES)}, got {element}")

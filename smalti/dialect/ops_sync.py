@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.bindings import type_name
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import SmaltiOp, _register, constant_index
 from smalti.dialect.ops_memory import check_index, check_smem_ref, cluster_dims, int_attr
@@ -27,7 +28,7 @@ MAX_TX_BYTES = (1 << 20) - 1
 def check_barriers(op: ir.Operation, value: ir.Value) -> int:
     """`value` is a 1-D SMEM array of i64 mbarriers; their number."""
     ref = check_smem_ref(op, value, "the barriers")
-    if ref.rank != 1 or str(ref.element_type) != "i64":
+    if ref.rank != 1 or type_name(ref.element_type) != "i64":
         raise error_at(op, f"expects barriers as memref<Nxi64, #gpu.address_space<workgroup>>, "
                            f"got {ref}")
     return ref.shape[0]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from jaxlib.mlir import ir
 
+from smalti.dialect.bindings import combining_kind_attr
 from smalti.dsl.dtypes import bit_width, is_float, mlir_type, numpy_dtype
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import emit_value
@@ -330,7 +331,7 @@ class Array:
         kinds = FLOAT_KINDS if is_float(self.dtype) else INT_KINDS
         result_type = vector_type(kept, self.dtype)
         accumulator = splat(_identity(how, self.dtype), kept, self.dtype)
-        attributes = {"kind": ir.Attribute.parse(f"#vector.kind<{kinds[how]}>"),
+        attributes = {"kind": combining_kind_attr(kinds[how]),
                       "reduction_dims": _i64_array(list(axes))}
         reduced = Array(emit_value("vector.multi_reduction", [self.value, accumulator.value],
                                    result_type, attributes))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
+from smalti.dialect.bindings import scalar_type, type_name
 from smalti.runtime.simulate import NUMPY_DTYPES
 
 MLIR_NAMES: dict[np.dtype, str] = {dtype: name for name, dtype in NUMPY_DTYPES.items()}
@@ -20,11 +21,11 @@ def mlir_name(dtype: object) -> str | None:
 
 def mlir_type(dtype: np.dtype) -> ir.Type:
     """The MLIR element type of a supported dtype (needs a context)."""
-    return ir.Type.parse(MLIR_NAMES[np.dtype(dtype)])
+    return scalar_type(MLIR_NAMES[np.dtype(dtype)])
 
 
 def numpy_dtype(element_type: ir.Type) -> np.dtype:
-    return NUMPY_DTYPES[str(element_type)]
+    return NUMPY_DTYPES[type_name(element_type)]
 
 
 FLOAT_NAMES = frozenset({"f16", "bf16", "f32", "f64", "f8E4M3FN", "f8E5M2"})

@@ -12,13 +12,12 @@ from smalti.dialect.attributes import (
     layout_to_text,
     text_to_layout,
 )
+from smalti.dialect.bindings import gpu_dimension_attr
 from smalti.dsl.array import Array, Shape, as_dtype, coerce, scalar_array, splat, vector_type
 from smalti.dsl.index import Index, as_index
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import active, emit, emit_value
 from smalti.tiling import Layout, LayoutError, check_layout_fits
-
-_AXES = "xyz"
 
 
 def check_axis(axis: object, what: str) -> int:
@@ -30,8 +29,7 @@ def check_axis(axis: object, what: str) -> int:
 
 def launch_id(name: str, axis: int) -> Index:
     """gpu id op `name` (gpu.block_id, gpu.cluster_id, ...) along `axis`, as an Index."""
-    value = emit_value(name, [], ir.IndexType.get(),
-                       {"dimension": ir.Attribute.parse(f"#gpu<dim {_AXES[axis]}>")})
+    value = emit_value(name, [], ir.IndexType.get(), {"dimension": gpu_dimension_attr(axis)})
     return Index.of(value)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import transforms_to_attr
+from smalti.dialect.bindings import workgroup_address_space
 from smalti.dialect.ops_memory import SliceSmemOp, WithTransformsOp
 from smalti.dsl.dtypes import mlir_type
 from smalti.dsl.index import Index, IndexLike, as_index
@@ -23,11 +24,9 @@ from smalti.dsl.trace import emit, emit_value
 from smalti.tiling import LayoutError, Transform, wgmma_operand_transforms
 from smalti.tiling.smem import tall_tile_rows
 
-_WORKGROUP = "#gpu.address_space<workgroup>"
-
 
 def smem_type(shape: Sequence[int], element: ir.Type) -> ir.MemRefType:
-    return ir.MemRefType.get(list(shape), element, memory_space=ir.Attribute.parse(_WORKGROUP))
+    return ir.MemRefType.get(list(shape), element, memory_space=workgroup_address_space())
 
 
 class StagedRef:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import attr_to_layout
+from smalti.dialect.bindings import is_workgroup_address_space
 from smalti.dialect.ops import LayoutCastOp, VectorLoadOp, VectorStoreOp
 from smalti.layout_inference.equations import (
     SMEM,
@@ -44,8 +45,7 @@ def is_smem_ref(value: ir.Value) -> bool:
     """A memref in shared memory (`#gpu.address_space<workgroup>`): it gets transforms."""
     if not isinstance(value.type, ir.MemRefType):
         return False
-    space = ir.MemRefType(value.type).memory_space
-    return space is not None and "workgroup" in str(space)
+    return is_workgroup_address_space(ir.MemRefType(value.type).memory_space)
 
 
 def needs_variable(value: ir.Value) -> bool:

@@ -13,13 +13,13 @@ element map, which is how any tiled layout (not only the WGMMA row/col layouts) 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import layout_to_text
+from smalti.dialect.bindings import combining_kind
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering.barriers import warpgroup_sync
 from smalti.lowering.context import LoweringContext, layouts_of
@@ -44,7 +44,6 @@ INTEGER_KINDS = {"add": "add.s{bits}", "mul": "mul.lo.s{bits}", "maxsi": "max.s{
                  "and": "and.b{bits}", "or": "or.b{bits}", "xor": "xor.b{bits}"}
 LANE_BITS = WARP_SIZE.bit_length() - 1
 THREAD_BITS = WARPGROUP_SIZE.bit_length() - 1
-_KIND = re.compile(r"kind<(\w+)>")
 
 Key = tuple[int, ...]  # coordinates of a result element in the kept dims
 
@@ -89,10 +88,10 @@ class Partial:
 
 
 def reduction_kind(op: ir.Operation) -> str:
-    match = _KIND.search(str(op.attributes["kind"]))
-    if match is None:
-        raise error_at(op, f"has an unreadable kind {op.attributes['kind']}")
-    return match.group(1)
+    try:
+        return combining_kind(op.attributes["kind"])
+    except (KeyError, ValueError):
+        raise error_at(op, "requires a #vector.kind 'kind' attribute") from None
 
 
 @lowering_rule("vector.multi_reduction")

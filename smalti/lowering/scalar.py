@@ -7,6 +7,7 @@ import math
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.bindings import gpu_dimension
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
@@ -68,8 +69,11 @@ def _integer_binary(ctx: LoweringContext, op: ir.Operation) -> None:
 
 
 def _dimension(op: ir.Operation) -> int:
-    """The axis (0 = x, 1 = y, 2 = z) of a gpu id op's `#gpu<dim ...>`."""
-    return "xyz".index(str(op.attributes["dimension"]).rsplit(" ", 1)[-1].rstrip(">"))
+    """The axis (0 = x, 1 = y, 2 = z) of a gpu id op's `dimension` attribute."""
+    try:
+        return gpu_dimension(op.attributes["dimension"])
+    except (KeyError, ValueError):
+        raise error_at(op, "requires a #gpu.dim 'dimension' attribute") from None
 
 
 def _extent(ctx: LoweringContext, name: str, axis: int) -> int:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import attr_to_transforms
+from smalti.dialect.bindings import type_name
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import TensorMapRecord
 from smalti.dialect.ops_memory import collective_dims, collective_part_shape
@@ -155,7 +156,7 @@ def _record(op: ir.Operation, param: str) -> TensorMapRecord:
     transforms = _op_transforms(op)
     smem_type = ir.MemRefType(smem.type)
     shape = tuple(smem_type.shape)
-    element = ELEMENT_TYPES.get(str(smem_type.element_type))
+    element = ELEMENT_TYPES.get(type_name(smem_type.element_type))
     if element is None:
         raise error_at(op, f"TMA of {smem_type.element_type} is not supported")
     if any(isinstance(t, TransposeTransform) for t in transforms):
@@ -169,7 +170,7 @@ def _record(op: ir.Operation, param: str) -> TensorMapRecord:
     box = iter(plan_copies(part, transforms).box)
     global_box = tuple(1 if n == -1 else next(box) for n in lengths)
     swizzles = [t.swizzle_bytes for t in transforms if isinstance(t, SwizzleTransform)]
-    return TensorMapRecord(param, gmem.arg_number, str(gmem_type.element_type),
+    return TensorMapRecord(param, gmem.arg_number, type_name(gmem_type.element_type),
                            tuple(gmem_type.shape), global_box, swizzles[0] if swizzles else None)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.bindings import type_name
 from smalti.ptx import Immediate, Register
 from smalti.tiling import Layout
 
@@ -50,18 +51,18 @@ ELEMENT_TYPES = {
 
 def element_type(t: ir.Type) -> ElementType | None:
     """The type of a scalar register value, None if unsupported (fp8 has no scalars)."""
-    element = ELEMENT_TYPES.get(str(t))
+    element = ELEMENT_TYPES.get(type_name(t))
     return element if element is not None and not element.vector_only else None
 
 
 def vector_element_type(t: ir.Type) -> ElementType | None:
     """The element type of a vector in registers, None if unsupported."""
-    return ELEMENT_TYPES.get(str(t))
+    return ELEMENT_TYPES.get(type_name(t))
 
 
 def memory_element_type(t: ir.Type) -> ElementType | None:
     """The element type of a global or shared memory ref, None if unsupported."""
-    return ELEMENT_TYPES.get(str(t))
+    return ELEMENT_TYPES.get(type_name(t))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from types import TracebackType
 
 from jaxlib.mlir import ir
 
-from smalti.dialect.diagnostics import Diagnostic, format_location
+from smalti.dialect.bindings import file_line_col
+from smalti.dialect.diagnostics import Diagnostic
 
 _SEVERITY = {
     ir.DiagnosticSeverity.ERROR: "error",
@@ -53,11 +54,7 @@ class Reported:
 
 def _split_location(location: ir.Location) -> tuple[str | None, int, int]:
     """(file, line, col) of a location, or (None, 0, 0) when it names no file position."""
-    text = format_location(location)
-    if text == "<unknown>":
-        return None, 0, 0
-    file, line, col = text.rsplit(":", 2)
-    return file, int(line), int(col)
+    return file_line_col(location) or (None, 0, 0)
 
 
 def from_mlir(diagnostic: ir.Diagnostic, severity: str | None = None) -> Reported:
