@@ -1,5 +1,11 @@
-"""The CUDA launcher: `launcher.cc` built at first use with the system C++ compiler against
-`jax.ffi.include_dir()`, cached by content, and registered as an XLA FFI target for CUDA."""
+"""The CUDA launcher: every `*.cc` of this directory built at first use into one shared library
+with the system C++ compiler against `jax.ffi.include_dir()`, cached by content, and
+registered as an XLA FFI target for CUDA.
+
+`driver.cc` opens the CUDA driver ($SMALTI_LIBCUDA, default `libcuda.so.1`), `core.cc` makes
+every driver call of a launch, and `launcher.cc` is the XLA FFI handler that feeds it.
+`launch_core` drives the core directly through ctypes, as tests do against a stand-in driver.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +16,47 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("launcher.cc")
+import numpy as np
+
+DIRECTORY = Path(__file__).parent
 TARGET_NAME = "smalti_launch"
 HANDLER_SYMBOL = "SmaltiLaunch"
+# The same handler without a platform stream (the null stream): tests register it for XLA's
+# CPU platform to run XLA's attribute and buffer decoding against a stand-in driver.
+HANDLER_WITHOUT_STREAM_SYMBOL = "SmaltiLaunchWithoutStream"
+LIBCUDA_VARIABLE = "SMALTI_LIBCUDA"  # the driver library to open (default libcuda.so.1)
+LAUNCH_SIZE = 10  # grid x,y,z, block x,y,z, cluster x,y,z, dynamic shared bytes
+
+# LaunchStatus of core.h.
+STATUS_OK, STATUS_INVALID_ARGUMENT, STATUS_DRIVER_ERROR, STATUS_NO_DRIVER = 0, 1, 2, 3
+_TEXT_CAPACITY = 4096
 
 
 class LauncherBuildError(RuntimeError):
     """The C++ compiler is missing or rejected the launcher."""
+
+
+class LaunchError(RuntimeError):
+    """A launch failed: `call` names the failing driver call ("" when the request itself was
+    malformed or no driver could be opened), `cuda_error` is its CUresult (0 otherwise)."""
+
+    def __init__(self, message: str, *, status: int, call: str, cuda_error: int) -> None:
+        super().__init__(message)
+        self.status = status
+        self.call = call
+        self.cuda_error = cuda_error
+
+
+def sources() -> list[Path]:
+    """The C++ sources compiled into the library, sorted."""
+    return sorted(DIRECTORY.glob("*.cc"))
+
+
+def headers() -> list[Path]:
+    return sorted(DIRECTORY.glob("*.h"))
 
 
 def compiler() -> str:
@@ -33,14 +71,16 @@ def build_command(cxx: str, output: Path) -> list[str]:
     import jax
 
     return [cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-Wall",
-            "-isystem", jax.ffi.include_dir(), str(SOURCE), "-o", str(output), "-ldl"]
+            "-isystem", jax.ffi.include_dir(), *map(str, sources()), "-o", str(output), "-ldl"]
 
 
 def library_path(directory: Path) -> Path:
-    """Where the built library lives: named by a hash of the source and the FFI headers."""
+    """Where the built library lives: named by a hash of the sources, headers and FFI headers."""
     import jax
 
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256()
+    for path in (*sources(), *headers()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update(jax.ffi.include_dir().encode())
     digest.update(jax.__version__.encode())
     return directory / f"smalti_launcher-{digest.hexdigest()[:16]}.so"
@@ -59,7 +99,8 @@ def build(directory: Path) -> Path:
         done = subprocess.run(build_command(compiler(), Path(temporary)), capture_output=True,
                               text=True, timeout=300)
         if done.returncode != 0:
-            raise LauncherBuildError(f"compiling {SOURCE.name} failed:\n{done.stderr}")
+            names = ", ".join(p.name for p in sources())
+            raise LauncherBuildError(f"compiling {names} failed:\n{done.stderr}")
         os.replace(temporary, path)
     finally:
         Path(temporary).unlink(missing_ok=True)
@@ -67,11 +108,59 @@ def build(directory: Path) -> Path:
 
 
 @functools.cache
+def load(directory: Path) -> ctypes.CDLL:
+    """The launcher library under `directory` (built if needed), loaded once per process."""
+    library = ctypes.CDLL(str(build(directory)))
+    core = library.smalti_launch_core
+    core.restype = ctypes.c_int
+    core.argtypes = [
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,  # stream, cubin, kernel
+        ctypes.c_void_p, ctypes.c_size_t,  # launch
+        ctypes.c_void_p, ctypes.c_size_t,  # tensor maps
+        ctypes.c_void_p, ctypes.c_size_t,  # buffers
+        ctypes.c_void_p, ctypes.c_int64,  # debug
+        ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t,  # cuda error, call
+        ctypes.c_char_p, ctypes.c_size_t,  # message
+    ]
+    library.smalti_launcher_reset.restype = None
+    library.smalti_launcher_reset.argtypes = []
+    return library
+
+
+@functools.cache
 def register(directory: Path) -> str:
     """Build (if needed), load and register the launcher for CUDA; its FFI target name."""
     import jax
 
-    library = ctypes.cdll.LoadLibrary(str(build(directory)))
-    handler = getattr(library, HANDLER_SYMBOL)
+    handler = getattr(load(directory), HANDLER_SYMBOL)
     jax.ffi.register_ffi_target(TARGET_NAME, jax.ffi.pycapsule(handler), platform="CUDA")
     return TARGET_NAME
+
+
+def launch_core(library: ctypes.CDLL, attributes: Mapping[str, object], buffers: Sequence[int],
+                *, stream: int = 0, debug: int = 0) -> None:
+    """Launch through the driver-facing core, as the FFI handler does: `attributes` is exactly
+    `jax_integration.ffi_attributes(compiled)`, `buffers` the device addresses of the inputs
+    then the outputs, `debug` the debug buffer's (when `debug_bytes` > 0). LaunchError names
+    the failing call."""
+    cubin = np.ascontiguousarray(attributes["cubin"], dtype=np.uint8)
+    launch = np.ascontiguousarray(attributes["launch"], dtype=np.int64)
+    records = np.ascontiguousarray(attributes["tensor_maps"], dtype=np.int64)
+    pointers = (ctypes.c_void_p * max(len(buffers), 1))(*buffers)
+    kernel = str(attributes["kernel"]).encode()
+    cuda_error = ctypes.c_int(0)
+    call = ctypes.create_string_buffer(_TEXT_CAPACITY)
+    message = ctypes.create_string_buffer(_TEXT_CAPACITY)
+    status = library.smalti_launch_core(
+        stream or None, cubin.ctypes.data if cubin.size else None, cubin.size, kernel,
+        launch.ctypes.data, launch.size, records.ctypes.data if records.size else None,
+        records.size, pointers, len(buffers), debug or None, int(attributes["debug_bytes"]),
+        ctypes.byref(cuda_error), call, _TEXT_CAPACITY, message, _TEXT_CAPACITY)
+    if status != STATUS_OK:
+        raise LaunchError(message.value.decode(errors="replace"), status=status,
+                          call=call.value.decode(), cuda_error=cuda_error.value)
+
+
+def reset(library: ctypes.CDLL) -> None:
+    """Forget the loaded driver and its modules: the next launch opens $SMALTI_LIBCUDA again."""
+    library.smalti_launcher_reset()

@@ -1,0 +1,83 @@
+// Opens the CUDA driver library ($SMALTI_LIBCUDA, default libcuda.so.1) and resolves the
+// entry points the launcher calls; see driver.h.
+
+#include "driver.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace smalti::launcher {
+namespace {
+
+constexpr const char* kDefaultLibrary = "libcuda.so.1";
+constexpr const char* kLibraryVariable = "SMALTI_LIBCUDA";
+
+std::mutex driver_mutex;
+std::shared_ptr<const Driver> loaded_driver;  // guarded by driver_mutex
+
+template <typename Fn>
+bool Resolve(Driver& driver, const char* name, Fn* fn, std::string* error) {
+  *fn = reinterpret_cast<Fn>(dlsym(driver.library, name));
+  if (*fn == nullptr) *error = driver.path + " lacks " + name;
+  return *fn != nullptr;
+}
+
+std::shared_ptr<const Driver> Open(std::string* error) {
+  auto driver = std::make_shared<Driver>();
+  const char* path = std::getenv(kLibraryVariable);
+  driver->path = (path != nullptr && *path != '\0') ? path : kDefaultLibrary;
+  driver->library = dlopen(driver->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (driver->library == nullptr) {
+    const char* why = dlerror();
+    *error = "cannot load " + driver->path + ": " + (why ? why : "unknown error");
+    return nullptr;
+  }
+  Driver& d = *driver;
+  bool resolved =
+      Resolve(d, "cuGetErrorName", &d.get_error_name, error) &&
+      Resolve(d, "cuGetErrorString", &d.get_error_string, error) &&
+      Resolve(d, "cuStreamGetCtx", &d.stream_get_ctx, error) &&
+      Resolve(d, "cuCtxPushCurrent_v2", &d.ctx_push, error) &&
+      Resolve(d, "cuCtxPopCurrent_v2", &d.ctx_pop, error) &&
+      Resolve(d, "cuModuleLoadData", &d.module_load_data, error) &&
+      Resolve(d, "cuModuleUnload", &d.module_unload, error) &&
+      Resolve(d, "cuModuleGetFunction", &d.module_get_function, error) &&
+      Resolve(d, "cuFuncSetAttribute", &d.func_set_attribute, error) &&
+      Resolve(d, "cuLaunchKernelEx", &d.launch_kernel_ex, error) &&
+      Resolve(d, "cuMemsetD8Async", &d.memset_d8_async, error) &&
+      Resolve(d, "cuTensorMapEncodeTiled", &d.tensor_map_encode_tiled, error);
+  if (!resolved) return nullptr;
+  return driver;
+}
+
+}  // namespace
+
+Driver::~Driver() {
+  if (library != nullptr) dlclose(library);
+}
+
+std::shared_ptr<const Driver> LoadedDriver(std::string* error) {
+  std::lock_guard<std::mutex> lock(driver_mutex);
+  if (loaded_driver == nullptr) loaded_driver = Open(error);
+  return loaded_driver;
+}
+
+void ForgetDriver() {
+  std::lock_guard<std::mutex> lock(driver_mutex);
+  loaded_driver.reset();
+}
+
+std::string DescribeError(const Driver& driver, CUresult result) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (driver.get_error_name(result, &name) != kCudaSuccess) name = nullptr;
+  if (driver.get_error_string(result, &text) != kCudaSuccess) text = nullptr;
+  std::string described = name ? name : "CUDA error " + std::to_string(result);
+  if (text != nullptr) described += std::string(" (") + text + ")";
+  return described;
+}
+
+}  // namespace smalti::launcher

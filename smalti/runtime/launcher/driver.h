@@ -1,0 +1,126 @@
+// The CUDA driver API as smalti's launcher reaches it: the few ABI types and constants it
+// uses (facts of the driver API's C ABI, so no CUDA headers are needed to build), and the
+// driver library itself, opened with dlopen and resolved symbol by symbol.
+//
+// The library is $SMALTI_LIBCUDA when set (tests point it at a recording stand-in), else
+// libcuda.so.1. It is loaded at first use; ForgetDriver() makes the next use load it again.
+
+#ifndef SMALTI_RUNTIME_LAUNCHER_DRIVER_H_
+#define SMALTI_RUNTIME_LAUNCHER_DRIVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace smalti::launcher {
+
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+struct CUctx_st;
+struct CUmod_st;
+struct CUfunc_st;
+struct CUstream_st;
+using CUcontext = CUctx_st*;
+using CUmodule = CUmod_st*;
+using CUfunction = CUfunc_st*;
+using CUstream = CUstream_st*;
+
+constexpr CUresult kCudaSuccess = 0;
+constexpr int kFuncAttributeMaxDynamicSharedSizeBytes = 8;  // CU_FUNC_ATTRIBUTE_...
+constexpr int kLaunchAttributeClusterDimension = 4;         // CU_LAUNCH_ATTRIBUTE_...
+constexpr int kTensorMapInterleaveNone = 0;                 // CU_TENSOR_MAP_INTERLEAVE_NONE
+constexpr int kTensorMapL2Promotion128B = 2;                // CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+// Dynamic shared memory a launch may use without opting in through cuFuncSetAttribute.
+constexpr std::int64_t kDefaultDynamicSharedBytes = 48 * 1024;
+
+// CUlaunchAttributeValue: a 64-byte union (8-byte aligned: some members hold pointers); only
+// the cluster dimension is used here.
+union alignas(8) LaunchAttributeValue {
+  char pad[64];
+  struct {
+    unsigned int x, y, z;
+  } cluster_dim;
+};
+
+// CUlaunchAttribute.
+struct LaunchAttribute {
+  int id;
+  char pad[8 - sizeof(int)];
+  LaunchAttributeValue value;
+};
+
+// CUlaunchConfig.
+struct LaunchConfig {
+  unsigned int grid_x, grid_y, grid_z;
+  unsigned int block_x, block_y, block_z;
+  unsigned int shared_bytes;
+  CUstream stream;
+  LaunchAttribute* attrs;
+  unsigned int num_attrs;
+};
+
+// CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) TensorMap {
+  std::uint64_t opaque[16];
+};
+
+static_assert(sizeof(LaunchAttribute) == 72 && alignof(LaunchAttribute) == 8,
+              "CUlaunchAttribute is 72 bytes, 8-byte aligned");
+static_assert(sizeof(LaunchConfig) == 56, "CUlaunchConfig is 56 bytes");
+static_assert(sizeof(TensorMap) == 128, "CUtensorMap is 128 bytes");
+
+using GetErrorTextFn = CUresult (*)(CUresult, const char**);
+using StreamGetCtxFn = CUresult (*)(CUstream, CUcontext*);
+using CtxPushFn = CUresult (*)(CUcontext);
+using CtxPopFn = CUresult (*)(CUcontext*);
+using ModuleLoadDataFn = CUresult (*)(CUmodule*, const void*);
+using ModuleUnloadFn = CUresult (*)(CUmodule);
+using ModuleGetFunctionFn = CUresult (*)(CUfunction*, CUmodule, const char*);
+using FuncSetAttributeFn = CUresult (*)(CUfunction, int, int);
+using LaunchKernelExFn = CUresult (*)(const LaunchConfig*, CUfunction, void**, void**);
+// cuMemsetD8Async(dst, value, count, stream); the symbol has no _v2 variant.
+using MemsetD8AsyncFn = CUresult (*)(CUdeviceptr, unsigned char, std::size_t, CUstream);
+using TensorMapEncodeTiledFn = CUresult (*)(TensorMap*, int, std::uint32_t, void*,
+                                            const std::uint64_t*, const std::uint64_t*,
+                                            const std::uint32_t*, const std::uint32_t*, int,
+                                            int, int, int);
+
+// The opened driver library and the entry points the launcher calls.
+struct Driver {
+  Driver() = default;
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+  ~Driver();
+
+  std::string path;
+  void* library = nullptr;
+  GetErrorTextFn get_error_name = nullptr;
+  GetErrorTextFn get_error_string = nullptr;
+  StreamGetCtxFn stream_get_ctx = nullptr;
+  CtxPushFn ctx_push = nullptr;
+  CtxPopFn ctx_pop = nullptr;
+  ModuleLoadDataFn module_load_data = nullptr;
+  ModuleUnloadFn module_unload = nullptr;
+  ModuleGetFunctionFn module_get_function = nullptr;
+  FuncSetAttributeFn func_set_attribute = nullptr;
+  LaunchKernelExFn launch_kernel_ex = nullptr;
+  MemsetD8AsyncFn memset_d8_async = nullptr;
+  TensorMapEncodeTiledFn tensor_map_encode_tiled = nullptr;
+};
+
+// The driver library, loaded and resolved at first use (then shared); null with `error`
+// set when it cannot be opened or lacks a symbol.
+std::shared_ptr<const Driver> LoadedDriver(std::string* error);
+
+// Drops the loaded driver: the next LoadedDriver opens $SMALTI_LIBCUDA again. Launches in
+// flight keep the old one alive until they finish.
+void ForgetDriver();
+
+// A driver error code as "CUDA_ERROR_INVALID_VALUE (invalid argument)", from cuGetErrorName
+// and cuGetErrorString ("CUDA error N" when the driver does not know the code).
+std::string DescribeError(const Driver& driver, CUresult result);
+
+}  // namespace smalti::launcher
+
+#endif  // SMALTI_RUNTIME_LAUNCHER_DRIVER_H_
