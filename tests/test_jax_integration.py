@@ -1,7 +1,7 @@
-"""The JAX side: the CUDA launcher builds, `jax.export` for CUDA carries the custom call and
-the cubin on a CPU-only machine, attributes encode launches and tensor maps, a kernel's debug
-buffer is an extra result printed as the simulator prints it, and calls with wrong arrays fail
-before anything runs."""
+"""The JAX side: the CUDA launcher builds, `smalti.runtime.export` for CUDA carries the custom
+call and the cubin on a CPU-only machine, the CPU path is the simulator's custom call,
+attributes encode launches and tensor maps, a kernel's debug buffer is an extra result printed
+as the simulator prints it, and calls with wrong arrays fail before anything runs."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from jax import export
 
 import smalti.dsl as sd
 from smalti.dialect.context import make_context, parse_module
 from smalti.dialect.kernel import KernelArg, KernelSignature, TensorMapRecord
-from smalti.runtime import jax_integration, launcher, simulate
+from smalti.runtime import cpu_target, jax_integration, launcher, simulate
+from smalti.runtime import export as smalti_export
 from smalti.runtime.cache import CompiledKernel, KernelCache, compile_kernel, ptxas_available
 from smalti.runtime.compiler import CompiledModule
 from tests.dsl_helpers import isolated_cache, load_example  # noqa: F401
@@ -52,9 +52,7 @@ def test_export_for_cuda_carries_the_custom_call_and_the_cubin():
     example = load_example("pointwise")
     args = (jnp.zeros((256, 384), jnp.float32), jnp.zeros((384,), jnp.float32),
             jnp.zeros((256,), jnp.float32))
-    exported = export.export(jax.jit(example.scale_shift), platforms=["cuda"],
-                             disabled_checks=[export.DisabledSafetyCheck.custom_call(NAME)])(
-        *args)
+    exported = smalti_export(example.scale_shift, platforms=["cuda"])(*args)
     text = exported.mlir_module()
     call = next(line for line in text.splitlines() if f"custom_call @{NAME}" in line)
     _, compiled = example.scale_shift.compile(*args)
@@ -69,12 +67,18 @@ def test_export_for_cuda_carries_the_custom_call_and_the_cubin():
     assert exported.out_avals[0].shape == (256, 384)
 
 
-def test_export_for_cpu_uses_the_simulator_callback():
+def test_the_cpu_path_is_the_simulators_custom_call():
+    """Lowered for the CPU, a kernel is `smalti_simulate` carrying its PTX and signature: no
+    Python callback (which could neither lower for several platforms nor serialize)."""
     example = load_example("pointwise")
     args = (jax.ShapeDtypeStruct((128, 128), jnp.float32),
             jax.ShapeDtypeStruct((128,), jnp.float32), jax.ShapeDtypeStruct((128,), jnp.float32))
     lowered = jax.jit(example.scale_shift).lower(*args).as_text()
-    assert "callback" in lowered and NAME not in lowered
+    [call] = [line for line in lowered.splitlines()
+              if f"custom_call @{cpu_target.TARGET_NAME}" in line]
+    assert "ptx = " in call and ".visible .entry scale_shift(" in call
+    assert '\\22name\\22: \\22scale_shift\\22' in call  # the signature's JSON
+    assert "callback" not in lowered and NAME not in lowered
 
 
 def test_tensor_map_records_encode_innermost_first():
@@ -181,24 +185,30 @@ def debug_input() -> np.ndarray:
     return rng.standard_normal((8, 256)).astype(ml_dtypes.bfloat16)
 
 
-def test_export_for_cuda_gives_the_custom_call_the_debug_buffer_result(monkeypatch):
-    """Exported from a machine without CUDA: the call has the u8 result, the user does not."""
-    monkeypatch.setattr(jax_integration, "cuda_backend_present", lambda: False)
+@pytest.mark.parametrize("cuda_here", [False, True])
+def test_export_for_cuda_gives_the_custom_call_the_debug_buffer_result(monkeypatch, cuda_here):
+    """Exported from a machine with or without CUDA: the call has the u8 result, the user
+    does not, and no Python callback is staged (it could not be serialized): a warning says
+    the exported CUDA code will not print."""
+    monkeypatch.setattr(jax_integration, "cuda_backend_present", lambda: cuda_here)
+    monkeypatch.setattr(launcher, "register", lambda directory: NAME)
     compiled = compile_debug_kernel()
+    if compiled.cubin is None:
+        compiled = CompiledKernel(compiled.key, compiled.ptx, compiled.signature, b"\x7fELF")
     assert compiled.signature.debug_buffer_bytes == DEBUG_BYTES
     assert jax_integration.ffi_attributes(compiled)["debug_bytes"] == DEBUG_BYTES
 
     def run(a):
         return jax_integration.call_kernel(compiled, [a], DEBUG_OUTPUTS)[0]
 
-    exported = export.export(jax.jit(run), platforms=["cuda"],
-                             disabled_checks=[export.DisabledSafetyCheck.custom_call(NAME)])(
-        jnp.zeros((8, 256), jnp.bfloat16))
+    with pytest.warns(UserWarning, match=r"debug_print output of smalti kernel\(s\) dbg is not "
+                                         "printed by the exported CUDA code"):
+        exported = smalti_export(run, platforms=["cuda"])(jnp.zeros((8, 256), jnp.bfloat16))
     text = exported.mlir_module()
     call = next(line for line in text.splitlines() if f"custom_call @{NAME}" in line)
     assert f"debug_bytes = {DEBUG_BYTES} : i64" in call
     assert f"(tensor<8x256xbf16>) -> (tensor<8x256xbf16>, tensor<{DEBUG_BYTES}xui8>)" in call
-    assert "callback" not in text  # no CUDA backend here to host a Python callback
+    assert "callback" not in text
     assert [(a.shape, a.dtype) for a in exported.out_avals] == [((8, 256), jnp.bfloat16)]
 
 
@@ -279,17 +289,19 @@ EXPORTED_EXAMPLES = {  # example -> (the jitted entry point, its argument specs,
 @pytest.mark.skipif(not ptxas_available(), reason="ptxas (nvidia-cuda-nvcc) is not installed")
 @pytest.mark.parametrize("name", list(EXPORTED_EXAMPLES))
 def test_every_example_exports_for_cuda_with_its_cubins(name):
-    """jax.export(..., platforms=['cuda']) of each example on this CPU-only machine: one
-    custom call per kernel, each carrying a cubin (an ELF image) and its kernel name."""
+    """smalti.runtime.export(..., platforms=['cpu', 'cuda']) of each example on this CPU-only
+    machine: one CUDA custom call per kernel, each carrying a cubin (an ELF image) and its
+    kernel name, one CPU custom call per kernel carrying its PTX; and it serializes."""
     entry, specs, kernels = EXPORTED_EXAMPLES[name]
     function = entry(load_example(name))
-    exported = export.export(jax.jit(function), platforms=["cuda"],
-                             disabled_checks=[export.DisabledSafetyCheck.custom_call(NAME)])(
-        *specs)
-    calls = [line for line in exported.mlir_module().splitlines()
-             if f"custom_call @{NAME}" in line]
+    exported = smalti_export(function, platforms=["cpu", "cuda"])(*specs)
+    lines = exported.mlir_module().splitlines()
+    calls = [line for line in lines if f"custom_call @{NAME}" in line]
     assert [re.search(r'kernel = "(\w+)"', c).group(1) for c in calls] == kernels
     for call in calls:
         cubin = re.search(r'cubin = dense<"0x([0-9A-F]+)"', call)
         assert cubin is not None and bytes.fromhex(cubin.group(1))[:4] == b"\x7fELF"
-    assert exported.platforms == ("cuda",)
+    simulated = [line for line in lines if f"custom_call @{cpu_target.TARGET_NAME}" in line]
+    assert [re.search(r"\.visible \.entry (\w+)\(", c).group(1) for c in simulated] == kernels
+    assert exported.platforms == ("cpu", "cuda")
+    assert len(exported.serialize()) > 0

@@ -46,6 +46,7 @@ from smalti.dsl.smem import SMEM, Barriers, Union
 from smalti.dsl.smem_refs import Barrier, BarrierArray, SharedRef, StagedRef
 from smalti.dsl.specs import ArraySpec
 from smalti.dsl.tma import async_copy, async_store, async_store_wait
+from smalti.runtime.exports import deserialize, export
 
 __all__ = [
     "SMEM",
@@ -75,8 +76,10 @@ __all__ = [
     "cluster_rank",
     "cluster_shape",
     "debug_print",
+    "deserialize",
     "exp",
     "exp2",
+    "export",
     "fori",
     "full",
     "iota",

@@ -8,7 +8,6 @@ their payload; an entry that fails to parse or to match its checksum is rebuilt.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import functools
 import hashlib
 import json
@@ -22,11 +21,10 @@ from pathlib import Path
 from jaxlib.mlir import ir
 
 from smalti import __version__
-from smalti.dialect.attributes import layout_to_text, text_to_layout
-from smalti.dialect.kernel import KernelArg, KernelSignature, TensorMapRecord, kernel_functions
-from smalti.dialect.ops_debug import DebugPrintRecord
+from smalti.dialect.kernel import KernelSignature, kernel_functions
 from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
 from smalti.runtime.compiler import DEFAULT_ARCH, compile_module
+from smalti.runtime.signatures import signature_from_data, signature_to_data
 
 CACHE_VARIABLE = "SMALTI_CACHE_DIR"
 FORMAT = 1
@@ -155,7 +153,7 @@ def encode_entry(compiled: CompiledKernel) -> bytes:
         "arch": compiled.arch,
         "ptx": compiled.ptx,
         "cubin": None if compiled.cubin is None else base64.b64encode(compiled.cubin).decode(),
-        "signature": _encode_signature(compiled.signature),
+        "signature": signature_to_data(compiled.signature),
     }
     body = json.dumps(payload, sort_keys=True)
     checksum = hashlib.sha256(body.encode()).hexdigest()
@@ -177,34 +175,8 @@ def decode_entry(raw: bytes, key: str) -> CompiledKernel:
     if payload["key"] != key:
         raise ValueError(f"entry holds key {payload['key']}")
     cubin = payload["cubin"]
-    return CompiledKernel(key, payload["ptx"], _signature(payload["signature"]),
+    return CompiledKernel(key, payload["ptx"], signature_from_data(payload["signature"]),
                           None if cubin is None else base64.b64decode(cubin), payload["arch"])
-
-
-def _encode_signature(signature: KernelSignature) -> dict:
-    """The signature as JSON data; layouts travel as their attribute text."""
-    data = dataclasses.asdict(signature)
-    data["debug_prints"] = [
-        {**dataclasses.asdict(record),
-         "layout": None if record.layout is None else layout_to_text(record.layout)}
-        for record in signature.debug_prints]
-    return data
-
-
-def _signature(data: dict) -> KernelSignature:
-    return KernelSignature(
-        name=data["name"], grid=tuple(data["grid"]), warpgroups=data["warpgroups"],
-        args=tuple(KernelArg(a["name"], a["dtype"], None if a["shape"] is None
-                             else tuple(a["shape"])) for a in data["args"]),
-        smem_bytes=data["smem_bytes"],
-        tensor_maps=tuple(TensorMapRecord(**{**t, "shape": tuple(t["shape"]),
-                                             "box": tuple(t["box"])})
-                          for t in data["tensor_maps"]),
-        debug_prints=tuple(DebugPrintRecord(**{
-            **d, "shape": tuple(d["shape"]),
-            "layout": None if d["layout"] is None else text_to_layout(d["layout"])})
-            for d in data.get("debug_prints", ())),
-        cluster=tuple(data.get("cluster", (1, 1, 1))))
 
 
 _CACHES: dict[Path | None, KernelCache] = {}

@@ -1,35 +1,37 @@
 """Compiled kernels as JAX operations, inside and outside `jax.jit`.
 
-On CPU the call runs the kernel's PTX in the simulator (a `jax.pure_callback`); on CUDA it is
-an XLA FFI custom call (`smalti_launch`) whose attributes carry the cubin, the launch
-configuration and the tensor-map records, launched by the C++ launcher on XLA's stream.
-`jax.lax.platform_dependent` picks the branch when the computation is lowered, so
-`jax.export(..., platforms=["cuda"])` works on machines without a GPU.
+Both paths are XLA FFI custom calls. On CPU, `smalti_simulate` runs the kernel's PTX in the
+simulator on XLA's host buffers (cpu_target.py); on CUDA, `smalti_launch` carries the cubin,
+the launch configuration and the tensor-map records, launched by the C++ launcher on XLA's
+stream. `jax.lax.platform_dependent` picks the branch when the computation is lowered, so a
+function lowers for one platform or several, on any machine (`smalti.runtime.export`).
 
 A kernel with `smalti.debug_print` ops prints the same lines on both paths (both go through
-`simulate.print_debug_buffer`). On CPU they are printed by the simulator inside the
-callback, as the kernel runs. On CUDA the custom call has one more result, the kernel's
-debug buffer (u8[`debug_buffer_bytes`], zeroed by the launcher on XLA's stream and passed as
-the hidden `debug` parameter after the tensor maps); a `jax.debug.callback` (unordered)
-prints it once the kernel has finished, and the buffer is not among the call's outputs. The
-callback is only staged where this process has a CUDA backend: a Python callback cannot be
-lowered for CUDA without one, so an export for CUDA from a machine without a GPU launches
-the kernel with its buffer but prints nothing (and JAX refuses to serialize the callback
-where there is one).
+`simulate.print_debug_buffer`). On CPU they are printed by the simulator as the kernel runs.
+On CUDA the custom call has one more result, the kernel's debug buffer (u8[
+`debug_buffer_bytes`], zeroed by the launcher on XLA's stream and passed as the hidden
+`debug` parameter after the tensor maps); a `jax.debug.callback` (unordered) prints it once
+the kernel has finished, and the buffer is not among the call's outputs. That callback is a
+Python callback, which JAX can neither lower for CUDA without a CUDA backend nor serialize:
+it is staged only where this process has a CUDA backend and the function is not being
+exported, so exported CUDA code launches the kernel with its buffer but prints nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from smalti.dialect.kernel import KernelSignature, TensorMapRecord
 from smalti.runtime.cache import CompiledKernel, cache_directory
-from smalti.runtime.compiler import CompiledModule
+from smalti.runtime.cpu_target import TARGET_NAME as CPU_TARGET_NAME
+from smalti.runtime.cpu_target import cpu_attributes, register_cpu_target
 from smalti.runtime.launcher import TARGET_NAME
-from smalti.runtime.simulate import NUMPY_DTYPES, launch_cluster, print_debug_buffer, run_simulated
+from smalti.runtime.simulate import NUMPY_DTYPES, launch_cluster, print_debug_buffer
 from smalti.runtime.tensor_maps import encode_arguments
 
 # CUtensorMapDataType values of the CUDA driver API.
@@ -76,10 +78,13 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
     check_call(compiled.signature, args, outputs)
     cluster = launch_cluster(compiled.signature, cluster)
     structs = tuple(jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in outputs)
+    prints = bool(compiled.signature.debug_prints)
 
     def on_cpu(*inputs: object) -> tuple:
-        host = functools.partial(simulate, compiled, tuple(outputs), cluster)
-        return tuple(jax.pure_callback(host, structs, *inputs, vmap_method="sequential"))
+        register_cpu_target()
+        call = jax.ffi.ffi_call(CPU_TARGET_NAME, structs, has_side_effect=prints,
+                                vmap_method="sequential")
+        return tuple(call(*inputs, **cpu_attributes(compiled)))
 
     def on_cuda(*inputs: object) -> tuple:
         if cuda_backend_present():
@@ -92,15 +97,48 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
 
             register(cache_directory())
         results = cuda_results(compiled.signature, structs)
-        call = jax.ffi.ffi_call(TARGET_NAME, results, has_side_effect=False)
+        call = jax.ffi.ffi_call(TARGET_NAME, results, has_side_effect=False,
+                                vmap_method="sequential")
         values = tuple(call(*inputs, **ffi_attributes(compiled, cluster)))
         if len(values) == len(structs):
             return values
-        if cuda_backend_present():
+        silenced = _EXPORTING.get()
+        if silenced is not None:
+            silenced.append(compiled.name)
+        elif cuda_backend_present():
             stage_debug_print(compiled.signature, values[-1])
         return values[:len(structs)]
 
     return list(jax.lax.platform_dependent(*args, cpu=on_cpu, cuda=on_cuda))
+
+
+# While a function is traced for export: the kernels whose CUDA prints were left out.
+_EXPORTING: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "smalti_exporting", default=None)
+
+
+@contextlib.contextmanager
+def exporting() -> Iterator[list[str]]:
+    """While tracing a function for `jax.export`: stage nothing that cannot be serialized.
+    Yields the names of the kernels whose debug_prints exported CUDA code will not print."""
+    silenced: list[str] = []
+    token = _EXPORTING.set(silenced)
+    try:
+        yield silenced
+    finally:
+        _EXPORTING.reset(token)
+
+
+def register_targets() -> tuple[str, ...]:
+    """Register smalti's custom-call targets with JAX in this process: the CPU simulator
+    always, the CUDA launcher where JAX has a CUDA backend. Kernel calls do this by
+    themselves; run it before calling a deserialized export that holds smalti kernels."""
+    targets = [register_cpu_target()]
+    if cuda_backend_present():
+        from smalti.runtime.launcher import register
+
+        targets.append(register(cache_directory()))
+    return tuple(targets)
 
 
 def cuda_results(signature: KernelSignature, outputs: Sequence[object]) -> tuple:
@@ -119,16 +157,6 @@ def stage_debug_print(signature: KernelSignature, buffer: object) -> None:
     import jax
 
     jax.debug.callback(functools.partial(print_debug_buffer, signature), buffer)
-
-
-def simulate(compiled: CompiledKernel, outputs: tuple[OutputSpec, ...],
-             cluster: tuple[int, ...] | None, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The kernel run by the PTX simulator on host copies; the output buffers after it."""
-    buffers = [np.asarray(x) for x in inputs] + [np.zeros(shape, dtype)
-                                                 for shape, dtype in outputs]
-    module = CompiledModule(compiled.ptx, {compiled.name: compiled.signature}, compiled.arch)
-    after = run_simulated(module, *buffers, cluster=cluster)
-    return tuple(after[len(inputs):])
 
 
 def ffi_attributes(compiled: CompiledKernel, cluster: tuple[int, ...] | None = None) -> dict:

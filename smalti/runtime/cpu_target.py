@@ -1,0 +1,107 @@
+"""smalti kernels on JAX's CPU backend: the XLA FFI custom call `smalti_simulate`.
+
+Its handler (`SmaltiSimulate`, launcher/simulator.cc, built into the launcher library) calls
+back into this module, which runs the kernel's PTX in the simulator on XLA's host buffers.
+Being an ordinary custom call whose attributes are the PTX and the signature (JSON), the CPU
+path lowers next to the CUDA one for several platforms, serializes with `jax.export`, and
+runs again in any process that has registered it (`register_cpu_target`). A failing kernel
+comes back as one error from the call, whose message names the kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+
+import numpy as np
+
+from smalti.dialect.kernel import KernelSignature
+from smalti.runtime.cache import CompiledKernel, cache_directory
+from smalti.runtime.compiler import CompiledModule
+from smalti.runtime.launcher import load
+from smalti.runtime.signatures import signature_from_json, signature_to_json
+from smalti.runtime.simulate import NUMPY_DTYPES, run_simulated
+
+TARGET_NAME = "smalti_simulate"
+HANDLER_SYMBOL = "SmaltiSimulate"
+
+# simulator.cc's SimulateFn.
+_SIMULATE_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+    ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p, ctypes.c_size_t)
+
+# XLA may run independent custom calls on several threads; the simulator runs one at a time.
+_RUN_LOCK = threading.Lock()
+
+
+def cpu_attributes(compiled: CompiledKernel) -> dict[str, str]:
+    """The custom call's attributes: what simulator.cc reads."""
+    return {"ptx": compiled.ptx, "signature": signature_to_json(compiled.signature)}
+
+
+@functools.lru_cache(maxsize=64)
+def _signature(text: str) -> KernelSignature:
+    return signature_from_json(text)
+
+
+def simulate_on_buffers(ptx: str, signature: KernelSignature, inputs: list[np.ndarray],
+                        outputs: list[np.ndarray]) -> None:
+    """Run the kernel on copies of `inputs` and zeroed outputs; write the outputs' final
+    contents into `outputs` (XLA's buffers, which the kernel never sees half-written)."""
+    buffers = [np.array(x) for x in inputs] + [np.zeros_like(y) for y in outputs]
+    module = CompiledModule(ptx, {signature.name: signature})
+    after = run_simulated(module, *buffers)
+    for target, result in zip(outputs, after[len(inputs):], strict=True):
+        np.copyto(target, result)
+
+
+def _buffer(address: int, size: int, shape: tuple[int, ...], dtype: np.dtype, what: str
+            ) -> np.ndarray:
+    """XLA's host buffer at `address` as an array of `shape` and `dtype`."""
+    if size != int(np.prod(shape)) * dtype.itemsize:
+        raise ValueError(f"{what} holds {size} bytes, not a {dtype.name}{list(shape)}")
+    raw = (ctypes.c_uint8 * size).from_address(address) if size else bytearray()
+    return np.frombuffer(raw, dtype=np.uint8).view(dtype).reshape(shape)
+
+
+def _run(ptx: int, ptx_bytes: int, signature: int, signature_bytes: int, input_count: int,
+         buffer_count: int, buffers: ctypes.Array, sizes: ctypes.Array, error: int,
+         capacity: int) -> int:
+    """simulator.cc's callback: 0, or 1 with the error's text written to `error`."""
+    name = "?"
+    try:
+        kernel = _signature(ctypes.string_at(signature, signature_bytes).decode())
+        name = kernel.name
+        if buffer_count != len(kernel.args):
+            raise ValueError(f"the call passes {buffer_count} buffers; the kernel takes "
+                             f"{len(kernel.args)}")
+        arrays = [_buffer(buffers[i] or 0, sizes[i], arg.shape or (), NUMPY_DTYPES[arg.dtype],
+                          f"buffer #{i}") for i, arg in enumerate(kernel.args)]
+        with _RUN_LOCK:
+            simulate_on_buffers(ctypes.string_at(ptx, ptx_bytes).decode(), kernel,
+                                arrays[:input_count], arrays[input_count:])
+        return 0
+    except BaseException as caught:
+        text = f"smalti kernel {name}: {type(caught).__name__}: {caught}".encode()
+        ctypes.memmove(error, text[:capacity - 1] + b"\0", min(len(text) + 1, capacity))
+        return 1
+
+
+_CALLBACK = _SIMULATE_FN(_run)  # kept alive for the life of the process
+
+
+@functools.cache
+def register_cpu_target() -> str:
+    """Build (if needed) and load the launcher library, install the simulator in it, and
+    register `smalti_simulate` for JAX's CPU platform; its target name."""
+    import jax
+
+    library = load(cache_directory())
+    library.smalti_set_simulator.argtypes = [_SIMULATE_FN]
+    library.smalti_set_simulator.restype = None
+    library.smalti_set_simulator(_CALLBACK)
+    handler = getattr(library, HANDLER_SYMBOL)
+    jax.ffi.register_ffi_target(TARGET_NAME, jax.ffi.pycapsule(handler), platform="cpu")
+    return TARGET_NAME
