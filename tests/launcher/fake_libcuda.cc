@@ -1,0 +1,904 @@
+// A recording stand-in for libcuda.so.1, so smalti's launcher can be tested without a GPU.
+//
+// It exports every driver entry point the launcher resolves, appends one JSON line per call
+// (its arguments, its result, and the reason for a rejection) to $SMALTI_FAKE_CUDA_LOG when
+// that is set, and checks each call's documented preconditions the way the driver does,
+// returning CUDA_ERROR_INVALID_VALUE (or the code the driver would) when one is violated. It
+// models one H100 (sm_90) with one context; streams are opaque values that all belong to it.
+//
+// Modules are cubins (ELF): kernels, their parameter sizes (EIATTR_KPARAM_INFO of
+// .nv.info.<kernel>), thread and cluster requirements, register counts and static shared
+// memory are read at cuModuleLoadData, and a launch records each parameter's bytes.
+// Device pointers are host memory: cuMemsetD8Async really writes. Test knobs:
+//   SMALTI_FAKE_CUDA_FAIL=NAME[:CODE][,...]  entry point NAME fails with CODE (or a
+//                                            plausible default) before checking anything
+//   SMALTI_FAKE_CUDA_STAMP=1                 a launch writes byte (ordinal + 1) where each
+//                                            8-byte parameter points (which buffer is which)
+// The ABI types below are written from the driver API's documentation, independently of the
+// launcher's own, so a layout mistake on either side shows up as a failed check.
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+
+constexpr CUresult kSuccess = 0;
+constexpr CUresult kInvalidValue = 1;        // CUDA_ERROR_INVALID_VALUE
+constexpr CUresult kInvalidImage = 200;      // CUDA_ERROR_INVALID_IMAGE
+constexpr CUresult kInvalidContext = 201;    // CUDA_ERROR_INVALID_CONTEXT
+constexpr CUresult kNoBinaryForGpu = 209;    // CUDA_ERROR_NO_BINARY_FOR_GPU
+constexpr CUresult kInvalidHandle = 400;     // CUDA_ERROR_INVALID_HANDLE
+constexpr CUresult kNotFound = 500;          // CUDA_ERROR_NOT_FOUND
+constexpr CUresult kIllegalAddress = 700;    // CUDA_ERROR_ILLEGAL_ADDRESS
+constexpr CUresult kOutOfResources = 701;    // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+constexpr CUresult kInvalidCluster = 912;    // CUDA_ERROR_INVALID_CLUSTER_SIZE
+
+struct ErrorText {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+
+constexpr ErrorText kErrors[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU",
+     "no kernel image is available for execution on the device"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {912, "CUDA_ERROR_INVALID_CLUSTER_SIZE",
+     "a kernel launch error has occurred due to cluster misconfiguration"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+// Device limits of an H100 (compute capability 9.0).
+constexpr std::uint64_t kMaxThreadsPerBlock = 1024;
+constexpr std::uint64_t kMaxBlockDim[3] = {1024, 1024, 64};
+constexpr std::uint64_t kMaxGridDim[3] = {0x7fffffff, 65535, 65535};
+constexpr std::int64_t kDefaultDynamicShared = 48 * 1024;
+constexpr std::int64_t kMaxSharedPerBlockOptin = 232448;  // 227 KiB
+constexpr std::uint64_t kRegistersPerBlock = 65536;
+constexpr std::uint64_t kRegisterGranularity = 256;  // registers allocated per warp in units
+constexpr std::uint64_t kMaxPortableCluster = 8;
+// ptxas puts the 1 KiB the system reserves per block on sm_90 at the start of a kernel's
+// .nv.shared section (its own variables start at 0x400); it is not the kernel's to count.
+constexpr std::uint64_t kReservedShared = 1024;
+
+// cuda.h ABI, from the driver API documentation.
+struct CUctx_st {
+  int id;
+};
+struct CUstream_st;
+using CUcontext = CUctx_st*;
+using CUstream = CUstream_st*;
+
+union alignas(8) CUlaunchAttributeValue {
+  char pad[64];
+  struct {
+    unsigned int x, y, z;
+  } clusterDim;
+};
+
+struct CUlaunchAttribute {
+  int id;
+  char pad[8 - sizeof(int)];
+  CUlaunchAttributeValue value;
+};
+
+struct CUlaunchConfig {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
+
+constexpr int kLaunchAttributeClusterDimension = 4;
+constexpr int kFuncAttributeMaxDynamicSharedSizeBytes = 8;
+constexpr int kFuncAttributePreferredSharedMemoryCarveout = 9;
+
+// ---------------------------------------------------------------------------------------
+// Recording.
+
+std::mutex log_mutex;
+
+std::string Quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string Hex(const void* data, std::size_t size) {
+  static const char digits[] = "0123456789abcdef";
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  std::string out;
+  for (std::size_t i = 0; i < size; ++i) {
+    out += digits[bytes[i] >> 4];
+    out += digits[bytes[i] & 15];
+  }
+  return out;
+}
+
+template <typename T>
+std::string List(const T* values, std::size_t count) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  return out + "]";
+}
+
+// One call's JSON object, written to the log by Finish.
+class Record {
+ public:
+  explicit Record(const char* call) : text_("{\"call\": " + Quoted(call)) {}
+
+  Record& Raw(const char* key, const std::string& json) {
+    text_ += ", " + Quoted(key) + ": " + json;
+    return *this;
+  }
+  Record& Int(const char* key, long long value) { return Raw(key, std::to_string(value)); }
+  Record& Uint(const char* key, unsigned long long value) {
+    return Raw(key, std::to_string(value));
+  }
+  Record& Str(const char* key, const std::string& value) { return Raw(key, Quoted(value)); }
+
+  // Writes the record with its result (and the reason for a failure); returns the result.
+  CUresult Finish(CUresult result, const std::string& reason = "") {
+    Int("result", result);
+    if (!reason.empty()) Str("reason", reason);
+    const char* path = std::getenv("SMALTI_FAKE_CUDA_LOG");
+    if (path != nullptr && *path != '\0') {
+      std::lock_guard<std::mutex> lock(log_mutex);
+      if (std::FILE* file = std::fopen(path, "a")) {
+        std::fputs((text_ + "}\n").c_str(), file);
+        std::fclose(file);
+      }
+    }
+    return result;
+  }
+
+ private:
+  std::string text_;
+};
+
+CUresult DefaultFailure(const std::string& name) {
+  static const std::map<std::string, CUresult> defaults = {
+      {"cuStreamGetCtx", kInvalidHandle},     {"cuCtxPushCurrent_v2", kInvalidContext},
+      {"cuCtxPopCurrent_v2", kInvalidContext}, {"cuModuleLoadData", kInvalidImage},
+      {"cuModuleUnload", kInvalidHandle},     {"cuModuleGetFunction", kNotFound},
+      {"cuFuncSetAttribute", kInvalidValue},  {"cuTensorMapEncodeTiled", kInvalidValue},
+      {"cuMemsetD8Async", kIllegalAddress},   {"cuLaunchKernelEx", kOutOfResources},
+  };
+  auto found = defaults.find(name);
+  return found == defaults.end() ? 999 : found->second;
+}
+
+// Whether $SMALTI_FAKE_CUDA_FAIL asks `call` to fail, and with which code.
+bool Injected(const char* call, CUresult* code) {
+  const char* spec = std::getenv("SMALTI_FAKE_CUDA_FAIL");
+  if (spec == nullptr) return false;
+  std::string entries = spec;
+  std::size_t start = 0;
+  while (start <= entries.size()) {
+    std::size_t end = entries.find(',', start);
+    if (end == std::string::npos) end = entries.size();
+    std::string entry = entries.substr(start, end - start);
+    std::size_t colon = entry.find(':');
+    std::string name = entry.substr(0, colon);
+    if (name == call) {
+      *code = colon == std::string::npos ? DefaultFailure(name)
+                                         : std::atoi(entry.c_str() + colon + 1);
+      return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
+#define FAKE_INJECT(record, name)                           \
+  do {                                                      \
+    CUresult injected_code = 0;                             \
+    if (Injected(name, &injected_code)) {                   \
+      (record).Raw("injected", "true");                     \
+      return (record).Finish(injected_code, "injected");    \
+    }                                                       \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------
+// The device state: one context, its current-context stack per thread, modules, functions.
+
+CUctx_st the_context{1};
+thread_local std::vector<CUcontext> context_stack;
+
+CUcontext Current() { return context_stack.empty() ? nullptr : context_stack.back(); }
+
+struct Param {
+  std::uint32_t ordinal, offset, size;
+};
+
+struct Kernel {
+  std::vector<Param> params;  // by ordinal
+  std::uint32_t max_threads[3] = {0, 0, 0};  // EIATTR_MAX_THREADS (.maxntid), 0: none
+  std::uint32_t reqntid[3] = {0, 0, 0};      // EIATTR_REQNTID (.reqntid), 0: none
+  std::uint32_t cluster[3] = {0, 0, 0};      // EIATTR_CTA_PER_CLUSTER (.reqnctapercluster)
+  bool explicit_cluster = false;             // EIATTR_EXPLICIT_CLUSTER (.explicitcluster)
+  std::uint32_t registers = 0;               // EIATTR_REGCOUNT
+  std::uint64_t shared_section = 0;          // size of .nv.shared.<kernel>
+  std::uint64_t static_shared = 0;           // the kernel's own part of it
+};
+
+}  // namespace
+
+struct CUmod_st {
+  int id;
+  CUcontext context;
+  int sm;
+  std::map<std::string, Kernel> kernels;
+  std::map<std::string, struct CUfunc_st*> functions;
+};
+
+struct CUfunc_st {
+  int id;
+  CUmod_st* module;
+  std::string name;
+  Kernel kernel;
+  std::int64_t max_dynamic_shared = kDefaultDynamicShared;
+};
+
+namespace {
+
+std::mutex state_mutex;
+std::set<CUmod_st*> modules;      // guarded by state_mutex
+std::set<CUfunc_st*> functions;   // guarded by state_mutex
+int next_id = 1;                  // guarded by state_mutex
+std::uint64_t next_map_serial = 1;  // guarded by state_mutex
+
+// ---------------------------------------------------------------------------------------
+// Cubin (ELF) reading.
+
+template <typename T>
+T Read(const std::uint8_t* at) {
+  T value;
+  std::memcpy(&value, at, sizeof(T));
+  return value;
+}
+
+struct Section {
+  std::string name;
+  std::uint32_t type;
+  std::uint64_t offset, size;
+};
+
+constexpr std::uint16_t kMachineCuda = 190;  // EM_CUDA
+constexpr std::uint32_t kSectionNoBits = 8;  // SHT_NOBITS
+constexpr std::uint32_t kSectionSymtab = 2;  // SHT_SYMTAB
+// .nv.info record formats and attributes.
+constexpr std::uint8_t kFormatSval = 0x04;
+constexpr std::uint8_t kAttrMaxThreads = 0x05;
+constexpr std::uint8_t kAttrReqntid = 0x10;
+constexpr std::uint8_t kAttrKparamInfo = 0x17;
+constexpr std::uint8_t kAttrRegcount = 0x2f;
+constexpr std::uint8_t kAttrCtaPerCluster = 0x3d;
+constexpr std::uint8_t kAttrExplicitCluster = 0x3e;
+
+// Calls `visit(attribute, payload, payload_size)` for each record of an .nv.info section;
+// false when the records do not tile the section.
+template <typename Visit>
+bool VisitInfo(const std::uint8_t* image, const Section& section, Visit visit) {
+  std::uint64_t at = section.offset, end = section.offset + section.size;
+  while (at + 4 <= end) {
+    std::uint8_t format = image[at], attribute = image[at + 1];
+    if (format == kFormatSval) {
+      std::uint16_t size = Read<std::uint16_t>(image + at + 2);
+      if (at + 4 + size > end) return false;
+      visit(attribute, image + at + 4, size);
+      at += 4 + size;
+    } else if (format >= 1 && format <= 3) {  // EIFMT_NVAL, _BVAL, _HVAL: a 2-byte value
+      visit(attribute, image + at + 2, 2);
+      at += 4;
+    } else {
+      return false;
+    }
+  }
+  return at == end;
+}
+
+void ReadTriple(const std::uint8_t* payload, std::uint16_t size, std::uint32_t* out) {
+  if (size >= 12) {
+    for (int i = 0; i < 3; ++i) out[i] = Read<std::uint32_t>(payload + 4 * i);
+  }
+}
+
+// Reads a cubin into `module`; an empty string, or why the image is not one.
+std::string ReadCubin(const std::uint8_t* image, CUmod_st* module) {
+  static const std::uint8_t kMagic[4] = {0x7f, 'E', 'L', 'F'};
+  if (std::memcmp(image, kMagic, 4) != 0) return "not an ELF image";
+  if (image[4] != 2 || image[5] != 1) return "not a little-endian ELF64 image";
+  if (Read<std::uint16_t>(image + 18) != kMachineCuda) return "not a CUDA ELF (e_machine)";
+  const std::uint8_t abi_version = image[8];
+  const std::uint32_t flags = Read<std::uint32_t>(image + 48);
+  module->sm = static_cast<int>(abi_version >= 8 ? (flags >> 8) & 0xff : flags & 0xff);
+  const std::uint64_t section_table = Read<std::uint64_t>(image + 40);
+  const std::uint16_t entry_size = Read<std::uint16_t>(image + 58);
+  const std::uint16_t count = Read<std::uint16_t>(image + 60);
+  const std::uint16_t names_index = Read<std::uint16_t>(image + 62);
+  if (entry_size != 64 || names_index >= count) return "malformed section table";
+  std::vector<Section> sections(count);
+  std::vector<std::uint32_t> name_offsets(count);
+  for (std::uint16_t i = 0; i < count; ++i) {
+    const std::uint8_t* header = image + section_table + 64ull * i;
+    name_offsets[i] = Read<std::uint32_t>(header);
+    sections[i].type = Read<std::uint32_t>(header + 4);
+    sections[i].offset = Read<std::uint64_t>(header + 24);
+    sections[i].size = Read<std::uint64_t>(header + 32);
+  }
+  const char* names = reinterpret_cast<const char*>(image + sections[names_index].offset);
+  std::map<std::string, const Section*> by_name;
+  const Section* symtab = nullptr;
+  std::uint32_t strtab_index = 0;
+  for (std::uint16_t i = 0; i < count; ++i) {
+    sections[i].name = names + name_offsets[i];
+    by_name[sections[i].name] = &sections[i];
+    if (sections[i].type == kSectionSymtab) {
+      symtab = &sections[i];
+      strtab_index = Read<std::uint32_t>(image + section_table + 64ull * i + 40);  // sh_link
+    }
+  }
+  if (symtab == nullptr || strtab_index >= count) return "no symbol table";
+  const char* symbol_names = reinterpret_cast<const char*>(image + sections[strtab_index].offset);
+  std::vector<std::string> symbols;
+  for (std::uint64_t at = 0; at + 24 <= symtab->size; at += 24) {
+    const std::uint8_t* symbol = image + symtab->offset + at;
+    std::string name = symbol_names + Read<std::uint32_t>(symbol);
+    symbols.push_back(name);
+    const std::uint8_t type = symbol[4] & 0xf;  // STT_FUNC = 2
+    if (type == 2 && by_name.count(".nv.info." + name)) module->kernels[name] = Kernel{};
+  }
+  for (auto& [name, kernel] : module->kernels) {
+    Kernel* k = &kernel;
+    bool tiled = VisitInfo(image, *by_name[".nv.info." + name],
+                           [k](std::uint8_t attribute, const std::uint8_t* payload,
+                               std::uint16_t size) {
+      if (attribute == kAttrKparamInfo && size >= 12) {
+        std::uint32_t packed = Read<std::uint32_t>(payload + 8);
+        k->params.push_back({Read<std::uint16_t>(payload + 4), Read<std::uint16_t>(payload + 6),
+                             packed >> 18});
+      } else if (attribute == kAttrMaxThreads) {
+        ReadTriple(payload, size, k->max_threads);
+      } else if (attribute == kAttrReqntid) {
+        ReadTriple(payload, size, k->reqntid);
+      } else if (attribute == kAttrCtaPerCluster) {
+        ReadTriple(payload, size, k->cluster);
+      } else if (attribute == kAttrExplicitCluster) {
+        k->explicit_cluster = true;
+      }
+    });
+    if (!tiled) return "malformed .nv.info." + name;
+    std::sort(k->params.begin(), k->params.end(),
+              [](const Param& a, const Param& b) { return a.ordinal < b.ordinal; });
+    for (std::size_t i = 0; i < k->params.size(); ++i) {
+      if (k->params[i].ordinal != i) return "kernel " + name + " has a gap in its parameters";
+    }
+    auto shared = by_name.find(".nv.shared." + name);
+    if (shared != by_name.end()) {
+      k->shared_section = shared->second->size;
+      bool reserved = by_name.count(".nv.shared.reserved.0") && k->shared_section >= kReservedShared;
+      k->static_shared = k->shared_section - (reserved ? kReservedShared : 0);
+    }
+  }
+  auto info = by_name.find(".nv.info");
+  if (info != by_name.end()) {
+    CUmod_st* m = module;
+    VisitInfo(image, *info->second, [m, &symbols](std::uint8_t attribute,
+                                                  const std::uint8_t* payload,
+                                                  std::uint16_t size) {
+      if (attribute != kAttrRegcount || size < 8) return;
+      std::uint32_t symbol = Read<std::uint32_t>(payload);
+      if (symbol < symbols.size() && m->kernels.count(symbols[symbol])) {
+        m->kernels[symbols[symbol]].registers = Read<std::uint32_t>(payload + 4);
+      }
+    });
+  }
+  return "";
+}
+
+std::string KernelJson(const Kernel& k) {
+  std::string params = "[";
+  for (std::size_t i = 0; i < k.params.size(); ++i) {
+    if (i > 0) params += ", ";
+    params += "{\"ordinal\": " + std::to_string(k.params[i].ordinal) +
+              ", \"offset\": " + std::to_string(k.params[i].offset) +
+              ", \"size\": " + std::to_string(k.params[i].size) + "}";
+  }
+  params += "]";
+  return "{\"params\": " + params + ", \"max_threads\": " + List(k.max_threads, 3) +
+         ", \"reqntid\": " + List(k.reqntid, 3) + ", \"cluster\": " + List(k.cluster, 3) +
+         ", \"explicit_cluster\": " + (k.explicit_cluster ? "true" : "false") +
+         ", \"registers\": " + std::to_string(k.registers) +
+         ", \"shared_section\": " + std::to_string(k.shared_section) +
+         ", \"static_shared\": " + std::to_string(k.static_shared) + "}";
+}
+
+// The path this library was loaded from (tests tell copies of the stand-in apart by it).
+std::string OwnPath() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&OwnPath), &info) == 0 || info.dli_fname == nullptr) {
+    return "";
+  }
+  return info.dli_fname;
+}
+
+bool ValidFunction(CUfunc_st* function) {
+  std::lock_guard<std::mutex> lock(state_mutex);
+  return functions.count(function) > 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tensor maps.
+
+// Bytes per element of each CUtensorMapDataType an sm_90 device supports (UINT8 .. TFLOAT32_FTZ).
+constexpr std::uint32_t kElementBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+constexpr int kDataTypes = sizeof(kElementBytes) / sizeof(kElementBytes[0]);
+constexpr int kFirstFloatType = 6;  // FLOAT16 and after are floating point
+
+std::string CheckTensorMap(const void* map, int data_type, std::uint32_t rank,
+                           const void* address, const std::uint64_t* dims,
+                           const std::uint64_t* strides, const std::uint32_t* box,
+                           const std::uint32_t* element_strides, int interleave, int swizzle,
+                           int l2_promotion, int oob_fill) {
+  if (map == nullptr) return "tensorMap is null";
+  if (reinterpret_cast<std::uintptr_t>(map) % 64 != 0) return "tensorMap is not 64-byte aligned";
+  if (data_type < 0 || data_type >= kDataTypes) {
+    return "tensorDataType " + std::to_string(data_type) + " is not a CUtensorMapDataType";
+  }
+  if (interleave < 0 || interleave > 2) return "interleave " + std::to_string(interleave);
+  if (swizzle < 0 || swizzle > 3) return "swizzle " + std::to_string(swizzle) + " (sm_90: 0-3)";
+  if (l2_promotion < 0 || l2_promotion > 3) return "l2Promotion " + std::to_string(l2_promotion);
+  if (oob_fill < 0 || oob_fill > 1) return "oobFill " + std::to_string(oob_fill);
+  if (oob_fill == 1 && data_type < kFirstFloatType) {
+    return "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA needs a floating-point type";
+  }
+  if (rank < 1 || rank > 5) return "tensorRank " + std::to_string(rank) + " is not 1 to 5";
+  if (interleave != 0 && rank < 3) return "an interleaved tensorRank must be at least 3";
+  if (address == nullptr || dims == nullptr || box == nullptr || element_strides == nullptr ||
+      (rank > 1 && strides == nullptr)) {
+    return "a null array or globalAddress";
+  }
+  const std::uintptr_t alignment = interleave == 2 ? 32 : 16;
+  if (reinterpret_cast<std::uintptr_t>(address) % alignment != 0) {
+    return "globalAddress is not " + std::to_string(alignment) + "-byte aligned";
+  }
+  for (std::uint32_t d = 0; d < rank; ++d) {
+    if (dims[d] == 0 || dims[d] > (1ull << 32)) {
+      return "globalDim[" + std::to_string(d) + "] = " + std::to_string(dims[d]) +
+             " is not in 1..2^32";
+    }
+    if (box[d] == 0 || box[d] > 256) {
+      return "boxDim[" + std::to_string(d) + "] = " + std::to_string(box[d]) +
+             " is not in 1..256";
+    }
+    if (element_strides[d] == 0 || element_strides[d] > 8) {
+      return "elementStrides[" + std::to_string(d) + "] = " +
+             std::to_string(element_strides[d]) + " is not in 1..8";
+    }
+  }
+  for (std::uint32_t d = 0; d + 1 < rank; ++d) {
+    const std::uint64_t multiple = interleave == 2 ? 32 : 16;
+    if (strides[d] % multiple != 0 || strides[d] >= (1ull << 40)) {
+      return "globalStrides[" + std::to_string(d) + "] = " + std::to_string(strides[d]) +
+             " is not a multiple of " + std::to_string(multiple) + " below 2^40";
+    }
+  }
+  const std::uint64_t inner_bytes = std::uint64_t{box[0]} * kElementBytes[data_type];
+  if (interleave == 0) {
+    if (inner_bytes % 16 != 0) {
+      return "boxDim[0] * element size = " + std::to_string(inner_bytes) +
+             " bytes is not a multiple of 16";
+    }
+    const std::uint64_t span = swizzle == 0 ? 0 : 16ull << swizzle;  // 32, 64, 128 bytes
+    if (span != 0 && inner_bytes > span) {
+      return "the box's inner dimension (" + std::to_string(inner_bytes) +
+             " bytes) exceeds the swizzle span of " + std::to_string(span) + " bytes";
+    }
+  }
+  if (interleave == 2 && swizzle != 1) return "CU_TENSOR_MAP_INTERLEAVE_32B needs SWIZZLE_32B";
+  return "";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// The entry points.
+
+extern "C" {
+
+__attribute__((visibility("default"))) CUresult cuGetErrorName(CUresult error,
+                                                               const char** name) {
+  if (name == nullptr) return kInvalidValue;
+  for (const ErrorText& entry : kErrors) {
+    if (entry.code == error) {
+      *name = entry.name;
+      return kSuccess;
+    }
+  }
+  *name = nullptr;
+  return kInvalidValue;
+}
+
+__attribute__((visibility("default"))) CUresult cuGetErrorString(CUresult error,
+                                                                 const char** text) {
+  if (text == nullptr) return kInvalidValue;
+  for (const ErrorText& entry : kErrors) {
+    if (entry.code == error) {
+      *text = entry.text;
+      return kSuccess;
+    }
+  }
+  *text = nullptr;
+  return kInvalidValue;
+}
+
+__attribute__((visibility("default"))) CUresult cuStreamGetCtx(CUstream stream,
+                                                               CUcontext* context) {
+  Record record("cuStreamGetCtx");
+  record.Uint("stream", reinterpret_cast<std::uintptr_t>(stream));
+  FAKE_INJECT(record, "cuStreamGetCtx");
+  if (context == nullptr) return record.Finish(kInvalidValue, "pctx is null");
+  *context = &the_context;
+  record.Uint("context", reinterpret_cast<std::uintptr_t>(*context));
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuCtxPushCurrent_v2(CUcontext context) {
+  Record record("cuCtxPushCurrent_v2");
+  record.Uint("context", reinterpret_cast<std::uintptr_t>(context));
+  FAKE_INJECT(record, "cuCtxPushCurrent_v2");
+  if (context != &the_context) return record.Finish(kInvalidContext, "not a context");
+  context_stack.push_back(context);
+  record.Int("depth", static_cast<long long>(context_stack.size()));
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuCtxPopCurrent_v2(CUcontext* context) {
+  Record record("cuCtxPopCurrent_v2");
+  FAKE_INJECT(record, "cuCtxPopCurrent_v2");
+  if (context_stack.empty()) return record.Finish(kInvalidContext, "no current context");
+  if (context != nullptr) *context = context_stack.back();
+  context_stack.pop_back();
+  record.Int("depth", static_cast<long long>(context_stack.size()));
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuModuleLoadData(CUmod_st** module,
+                                                                 const void* image) {
+  Record record("cuModuleLoadData");
+  record.Uint("image", reinterpret_cast<std::uintptr_t>(image)).Str("library", OwnPath());
+  FAKE_INJECT(record, "cuModuleLoadData");
+  if (module == nullptr || image == nullptr) return record.Finish(kInvalidValue, "null argument");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  auto loaded = std::make_unique<CUmod_st>();
+  loaded->context = Current();
+  std::string why = ReadCubin(static_cast<const std::uint8_t*>(image), loaded.get());
+  if (!why.empty()) return record.Finish(kInvalidImage, why);
+  record.Int("sm", loaded->sm);
+  if (loaded->sm != 90) {
+    return record.Finish(kNoBinaryForGpu, "a cubin for sm_" + std::to_string(loaded->sm));
+  }
+  std::string kernels = "{";
+  for (const auto& [name, kernel] : loaded->kernels) {
+    if (kernels.size() > 1) kernels += ", ";
+    kernels += Quoted(name) + ": " + KernelJson(kernel);
+  }
+  record.Raw("kernels", kernels + "}");
+  std::lock_guard<std::mutex> lock(state_mutex);
+  loaded->id = next_id++;
+  record.Int("module", loaded->id);
+  *module = loaded.release();
+  modules.insert(*module);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuModuleUnload(CUmod_st* module) {
+  Record record("cuModuleUnload");
+  FAKE_INJECT(record, "cuModuleUnload");
+  std::lock_guard<std::mutex> lock(state_mutex);
+  if (modules.count(module) == 0) return record.Finish(kInvalidHandle, "not a module");
+  record.Int("module", module->id);
+  for (auto& [name, function] : module->functions) {
+    functions.erase(function);
+    delete function;
+  }
+  modules.erase(module);
+  delete module;
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuModuleGetFunction(CUfunc_st** function,
+                                                                    CUmod_st* module,
+                                                                    const char* name) {
+  Record record("cuModuleGetFunction");
+  if (name != nullptr) record.Str("name", name);
+  FAKE_INJECT(record, "cuModuleGetFunction");
+  if (function == nullptr || name == nullptr) return record.Finish(kInvalidValue, "null argument");
+  std::lock_guard<std::mutex> lock(state_mutex);
+  if (modules.count(module) == 0) return record.Finish(kInvalidHandle, "not a module");
+  record.Int("module", module->id);
+  auto kernel = module->kernels.find(name);
+  if (kernel == module->kernels.end()) {
+    return record.Finish(kNotFound, std::string("no kernel ") + name + " in the module");
+  }
+  CUfunc_st*& found = module->functions[name];
+  if (found == nullptr) {
+    found = new CUfunc_st{next_id++, module, name, kernel->second};
+    functions.insert(found);
+  }
+  *function = found;
+  record.Int("function", found->id);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuFuncSetAttribute(CUfunc_st* function,
+                                                                   int attribute, int value) {
+  Record record("cuFuncSetAttribute");
+  record.Int("attribute", attribute).Int("value", value);
+  FAKE_INJECT(record, "cuFuncSetAttribute");
+  if (!ValidFunction(function)) return record.Finish(kInvalidHandle, "not a function");
+  record.Int("function", function->id);
+  if (attribute == kFuncAttributeMaxDynamicSharedSizeBytes) {
+    const std::int64_t total = std::int64_t{value} + function->kernel.static_shared;
+    if (value < 0 || total > kMaxSharedPerBlockOptin) {
+      return record.Finish(kInvalidValue,
+                           "MAX_DYNAMIC_SHARED_SIZE_BYTES " + std::to_string(value) + " plus " +
+                               std::to_string(function->kernel.static_shared) +
+                               " static bytes exceeds the " +
+                               std::to_string(kMaxSharedPerBlockOptin) + "-byte opt-in limit");
+    }
+    function->max_dynamic_shared = value;
+    return record.Finish(kSuccess);
+  }
+  if (attribute == kFuncAttributePreferredSharedMemoryCarveout && value >= -1 && value <= 100) {
+    return record.Finish(kSuccess);
+  }
+  return record.Finish(kInvalidValue, "attribute not settable here");
+}
+
+__attribute__((visibility("default"))) CUresult cuTensorMapEncodeTiled(
+    void* map, int data_type, std::uint32_t rank, void* address, const std::uint64_t* dims,
+    const std::uint64_t* strides, const std::uint32_t* box, const std::uint32_t* element_strides,
+    int interleave, int swizzle, int l2_promotion, int oob_fill) {
+  Record record("cuTensorMapEncodeTiled");
+  const std::uint32_t shown = std::min<std::uint32_t>(rank, 5);
+  record.Uint("map_address", reinterpret_cast<std::uintptr_t>(map))
+      .Int("data_type", data_type)
+      .Uint("rank", rank)
+      .Uint("address", reinterpret_cast<std::uintptr_t>(address))
+      .Int("interleave", interleave)
+      .Int("swizzle", swizzle)
+      .Int("l2_promotion", l2_promotion)
+      .Int("oob_fill", oob_fill);
+  if (dims != nullptr) record.Raw("dims", List(dims, shown));
+  if (strides != nullptr && shown > 1) record.Raw("strides", List(strides, shown - 1));
+  if (box != nullptr) record.Raw("box", List(box, shown));
+  if (element_strides != nullptr) record.Raw("element_strides", List(element_strides, shown));
+  FAKE_INJECT(record, "cuTensorMapEncodeTiled");
+  std::string why = CheckTensorMap(map, data_type, rank, address, dims, strides, box,
+                                   element_strides, interleave, swizzle, l2_promotion, oob_fill);
+  if (!why.empty()) return record.Finish(kInvalidValue, why);
+  // An encoding of this fake's own: a serial number makes every map of every launch distinct.
+  std::uint64_t words[16] = {};
+  words[0] = 0x70616d736e6574ull;  // "tensmap"
+  {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    words[1] = next_map_serial++;
+  }
+  words[2] = reinterpret_cast<std::uintptr_t>(address);
+  words[3] = static_cast<std::uint64_t>(data_type) | std::uint64_t{rank} << 8 |
+             static_cast<std::uint64_t>(swizzle) << 16 | static_cast<std::uint64_t>(oob_fill) << 24;
+  for (std::uint32_t d = 0; d < rank; ++d) {
+    words[4 + d] = dims[d];
+    words[9 + d] = std::uint64_t{box[d]} | std::uint64_t{element_strides[d]} << 32;
+    if (d + 1 < rank) words[14] ^= strides[d] << d;
+  }
+  std::memcpy(map, words, sizeof(words));
+  record.Str("map", Hex(map, sizeof(words)));
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemsetD8Async(CUdeviceptr destination,
+                                                                unsigned char value,
+                                                                std::size_t count,
+                                                                CUstream stream) {
+  Record record("cuMemsetD8Async");
+  record.Uint("destination", destination)
+      .Int("value", value)
+      .Uint("count", count)
+      .Uint("stream", reinterpret_cast<std::uintptr_t>(stream));
+  FAKE_INJECT(record, "cuMemsetD8Async");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  if (destination == 0) return record.Finish(kInvalidValue, "null destination");
+  std::memset(reinterpret_cast<void*>(destination), value, count);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchKernelEx(const CUlaunchConfig* config,
+                                                                 CUfunc_st* function,
+                                                                 void** params, void** extra) {
+  Record record("cuLaunchKernelEx");
+  if (config != nullptr) {
+    const unsigned int grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    const unsigned int block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    record.Raw("grid", List(grid, 3))
+        .Raw("block", List(block, 3))
+        .Uint("shared_bytes", config->sharedMemBytes)
+        .Uint("stream", reinterpret_cast<std::uintptr_t>(config->hStream))
+        .Uint("num_attrs", config->numAttrs);
+    if (config->attrs != nullptr) {
+      std::string attrs = "[";
+      for (unsigned int i = 0; i < config->numAttrs; ++i) {
+        const CUlaunchAttribute& a = config->attrs[i];
+        if (i > 0) attrs += ", ";
+        attrs += "{\"id\": " + std::to_string(a.id);
+        if (a.id == kLaunchAttributeClusterDimension) {
+          const unsigned int dims[3] = {a.value.clusterDim.x, a.value.clusterDim.y,
+                                        a.value.clusterDim.z};
+          attrs += ", \"cluster\": " + List(dims, 3);
+        }
+        attrs += "}";
+      }
+      record.Raw("attrs", attrs + "]");
+    }
+  }
+  record.Int("depth", static_cast<long long>(context_stack.size()));
+  FAKE_INJECT(record, "cuLaunchKernelEx");
+  if (config == nullptr) return record.Finish(kInvalidValue, "config is null");
+  if (!ValidFunction(function)) return record.Finish(kInvalidHandle, "not a function");
+  record.Int("function", function->id).Str("kernel", function->name);
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  if (Current() != function->module->context) {
+    return record.Finish(kInvalidContext, "the function's context is not current");
+  }
+  const Kernel& k = function->kernel;
+  if (params != nullptr && extra != nullptr) {
+    return record.Finish(kInvalidValue, "both kernelParams and extra are given");
+  }
+  if (!k.params.empty() && params == nullptr) return record.Finish(kInvalidValue, "no params");
+  const std::uint64_t grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+  const std::uint64_t block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+  for (int d = 0; d < 3; ++d) {
+    if (grid[d] == 0 || grid[d] > kMaxGridDim[d]) {
+      return record.Finish(kInvalidValue, "grid dimension " + std::to_string(d) + " = " +
+                                              std::to_string(grid[d]));
+    }
+    if (block[d] == 0 || block[d] > kMaxBlockDim[d]) {
+      return record.Finish(kInvalidValue, "block dimension " + std::to_string(d) + " = " +
+                                              std::to_string(block[d]));
+    }
+  }
+  const std::uint64_t threads = block[0] * block[1] * block[2];
+  if (threads > kMaxThreadsPerBlock) {
+    return record.Finish(kInvalidValue, std::to_string(threads) + " threads per block");
+  }
+  const std::uint64_t max_threads =
+      std::uint64_t{k.max_threads[0]} * k.max_threads[1] * k.max_threads[2];
+  if (max_threads != 0 && threads > max_threads) {
+    return record.Finish(kInvalidValue, std::to_string(threads) +
+                                            " threads per block, over the kernel's .maxntid " +
+                                            std::to_string(max_threads));
+  }
+  if (k.reqntid[0] != 0 &&
+      (block[0] != k.reqntid[0] || block[1] != k.reqntid[1] || block[2] != k.reqntid[2])) {
+    return record.Finish(kInvalidValue, "the block is not the kernel's .reqntid " +
+                                            List(k.reqntid, 3));
+  }
+  const std::int64_t shared = config->sharedMemBytes;
+  if (shared > function->max_dynamic_shared) {
+    return record.Finish(kInvalidValue,
+                         std::to_string(shared) + " bytes of dynamic shared memory, over the "
+                         "function's MAX_DYNAMIC_SHARED_SIZE_BYTES " +
+                             std::to_string(function->max_dynamic_shared));
+  }
+  if (shared + static_cast<std::int64_t>(k.static_shared) > kMaxSharedPerBlockOptin) {
+    return record.Finish(kInvalidValue, "dynamic plus static shared memory exceeds 227 KiB");
+  }
+  const std::uint64_t warps = (threads + 31) / 32;
+  const std::uint64_t per_warp =
+      (std::uint64_t{k.registers} * 32 + kRegisterGranularity - 1) / kRegisterGranularity *
+      kRegisterGranularity;
+  if (warps * per_warp > kRegistersPerBlock) {
+    return record.Finish(kOutOfResources, std::to_string(k.registers) + " registers x " +
+                                              std::to_string(threads) + " threads");
+  }
+  if (config->numAttrs > 0 && config->attrs == nullptr) {
+    return record.Finish(kInvalidValue, "numAttrs without attrs");
+  }
+  const std::uint32_t* cluster = nullptr;
+  std::uint32_t launch_cluster[3];
+  for (unsigned int i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    if (a.id != kLaunchAttributeClusterDimension) continue;
+    if (cluster != nullptr) return record.Finish(kInvalidValue, "two cluster attributes");
+    launch_cluster[0] = a.value.clusterDim.x;
+    launch_cluster[1] = a.value.clusterDim.y;
+    launch_cluster[2] = a.value.clusterDim.z;
+    cluster = launch_cluster;
+    if (k.cluster[0] != 0 && !std::equal(k.cluster, k.cluster + 3, launch_cluster)) {
+      return record.Finish(kInvalidCluster, "cluster " + List(launch_cluster, 3) +
+                                                " is not the kernel's .reqnctapercluster " +
+                                                List(k.cluster, 3));
+    }
+  }
+  if (cluster == nullptr && k.cluster[0] != 0) cluster = k.cluster;  // compile-time dims
+  if (cluster == nullptr && k.explicit_cluster) {
+    return record.Finish(kInvalidCluster, "the kernel needs a cluster launch");
+  }
+  if (cluster != nullptr) {
+    std::uint64_t ctas = 1;
+    for (int d = 0; d < 3; ++d) {
+      if (cluster[d] == 0 || grid[d] % cluster[d] != 0) {
+        return record.Finish(kInvalidCluster, "cluster " + List(cluster, 3) +
+                                                  " does not divide the grid " + List(grid, 3));
+      }
+      ctas *= cluster[d];
+    }
+    if (ctas > kMaxPortableCluster) {
+      return record.Finish(kInvalidCluster, std::to_string(ctas) + " CTAs per cluster");
+    }
+  }
+  std::string recorded = "[";
+  for (const Param& p : k.params) {
+    if (params[p.ordinal] == nullptr) {
+      return record.Finish(kInvalidValue, "kernelParams[" + std::to_string(p.ordinal) +
+                                              "] is null");
+    }
+    if (p.ordinal > 0) recorded += ", ";
+    recorded += "{\"ordinal\": " + std::to_string(p.ordinal) +
+                ", \"size\": " + std::to_string(p.size) + ", \"bytes\": " +
+                Quoted(Hex(params[p.ordinal], p.size)) + "}";
+  }
+  record.Raw("params", recorded + "]");
+  const char* stamp = std::getenv("SMALTI_FAKE_CUDA_STAMP");
+  if (stamp != nullptr && *stamp == '1') {
+    for (const Param& p : k.params) {
+      if (p.size != 8) continue;
+      auto* target = reinterpret_cast<std::uint8_t*>(Read<std::uint64_t>(
+          static_cast<const std::uint8_t*>(params[p.ordinal])));
+      if (target != nullptr) *target = static_cast<std::uint8_t>(p.ordinal + 1);
+    }
+  }
+  return record.Finish(kSuccess);
+}
+
+}  // extern "C"
