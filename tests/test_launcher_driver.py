@@ -146,7 +146,7 @@ class Launch:
     attributes: dict
     buffers: list[np.ndarray]
     debug: np.ndarray | None
-    memory: DeviceMemory
+    memory: DeviceMemory  # where the buffers live
 
     @property
     def signature(self) -> KernelSignature:
@@ -275,7 +275,7 @@ def test_every_example_launches_within_the_driver_preconditions(name, compiled, 
         assert (memset["destination"], memset["count"], memset["value"]) == (
             debug, signature.debug_buffer_bytes, 0)
         assert memset["stream"] == launch["stream"]
-        assert not run.debug.any()  # the whole buffer zeroed, and no more (see DeviceMemory)
+        assert not run.debug.any()  # all of it zeroed (and the count is exact, above)
     assert calls[0]["stream"] == STREAM and calls[-1]["depth"] == 0  # context popped
 
 
