@@ -60,7 +60,7 @@ class DebugPrintOp(SmaltiOp):
         value_type = self.value.type
         element = (ir.VectorType(value_type).element_type
                    if isinstance(value_type, ir.VectorType) else value_type)
-        if str(element) not in PRINTABLE_BYTES:
+        if type_name(element) not in PRINTABLE_BYTES:
             what = "element type" if isinstance(value_type, ir.VectorType) else "operand type"
             raise error_at(op, f"cannot print {what} {element}: expects a vector or a scalar "
                                "of " + ", ".join(PRINTABLE_BYTES))

@@ -39,7 +39,7 @@ TENSOR_MAP_DATA_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 3
                          "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
 SWIZZLE_CODES = {None: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
 OOB_FILL_CODES = {"zero": 0, "nan": 1}  # CUtensorMapFloatOOBfill
-RECORD_SIZE = 24  # i64 entries per tensor-map record (launcher.cc reads the same layout)
+RECORD_SIZE = 24  # i64 entries per tensor-map record (launcher/core.h: kRecordSize)
 
 OutputSpec = tuple[tuple[int, ...], np.dtype]
 
@@ -87,13 +87,12 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
         return tuple(call(*inputs, **cpu_attributes(compiled)))
 
     def on_cuda(*inputs: object) -> tuple:
+        if compiled.cubin is None:
+            raise RuntimeError(f"kernel {compiled.name} has no cubin: ptxas was not found "
+                               "when it was compiled (install nvidia-cuda-nvcc or set "
+                               "SMALTI_PTXAS)")
         if cuda_backend_present():
             from smalti.runtime.launcher import register
-
-            if compiled.cubin is None:
-                raise RuntimeError(f"kernel {compiled.name} has no cubin: ptxas was not found "
-                                   "when it was compiled (install nvidia-cuda-nvcc or set "
-                                   "SMALTI_PTXAS)")
 
             register(cache_directory())
         results = cuda_results(compiled.signature, structs)
@@ -174,7 +173,8 @@ def ffi_attributes(compiled: CompiledKernel, cluster: tuple[int, ...] | None = N
 
 
 def tensor_map_attribute(signature: KernelSignature) -> np.ndarray:
-    """Each tensor-map record as RECORD_SIZE i64s (see launcher.cc), concatenated."""
+    """Each tensor-map record as RECORD_SIZE i64s (the layout launcher/core.h documents),
+    concatenated."""
     records = [tensor_map_entries(record, signature) for record in signature.tensor_maps]
     return np.array([v for r in records for v in r], dtype=np.int64)
 
