@@ -114,8 +114,8 @@ def _system(func: ir.Operation) -> tuple[EquationSystem, RuleContext]:
     def visit(op: ir.Operation) -> ir.WalkResult:
         op = op.operation
         if any(is_vector(v) for v in (*op.operands, *op.results)):
-            ctx.op = op
-            RULES[op.name](ctx, op)
+            ctx.op = op.opview
+            RULES.get(op)(ctx, op.opview)
         return ir.WalkResult.ADVANCE
 
     func.walk(visit, ir.WalkOrder.PRE_ORDER)

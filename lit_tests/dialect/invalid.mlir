@@ -101,7 +101,7 @@ func.func @store_scalar(%a: memref<128x256xf32>, %x: f32) {
 // -----
 
 func.func @store_missing_operands(%v: vector<128x128xf32>) {
-  // expected-error @+1 {{expects a vector and a memref operand}}
+  // expected-error @+1 {{'smalti.vector_store' op expects at least 2 operands, got 1 (its operands: value, destination, indices...)}}
   "smalti.vector_store"(%v) : (vector<128x128xf32>) -> ()
   return
 }
@@ -109,7 +109,7 @@ func.func @store_missing_operands(%v: vector<128x128xf32>) {
 // -----
 
 func.func @cast_without_layout(%v: vector<128x128xf32>) {
-  // expected-error @+1 {{'smalti.layout_cast' op requires a 'new_layout' attribute}}
+  // expected-error @+1 {{'smalti.layout_cast' op requires a #smalti layout 'new_layout' attribute: the layout the result has}}
   %w = "smalti.layout_cast"(%v) : (vector<128x128xf32>) -> vector<128x128xf32>
   return
 }

@@ -41,7 +41,7 @@ func.func @broadcast_element(%v: vector<128xf32>) {
 // -----
 
 func.func @broadcast_attribute(%v: vector<128xf32>) {
-  // expected-error @+1 {{requires a 'broadcast_dimensions' array<i64: ...> attribute}}
+  // expected-error @+1 {{requires an array<i64: ...> 'broadcast_dimensions' attribute: the result dim of each operand dim}}
   %b = "smalti.broadcast_in_dim"(%v) : (vector<128xf32>) -> vector<128x64xf32>
   return
 }

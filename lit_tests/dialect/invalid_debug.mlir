@@ -9,7 +9,7 @@ func.func @no_format(%v: vector<128xf32>) {
 // -----
 
 func.func @format_not_string(%v: vector<128xf32>) {
-  // expected-error @+1 {{requires a string 'format' attribute}}
+  // expected-error @+1 {{'format' must be a string, got 3 : i64}}
   "smalti.debug_print"(%v) {format = 3 : i64} : (vector<128xf32>) -> ()
   return
 }

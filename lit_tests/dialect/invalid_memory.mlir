@@ -224,7 +224,7 @@ func.func @collective_not_an_array(%g: memref<128x64xbf16>) attributes {smalti.k
   %o = arith.constant 0 : index
   %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
   %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
-  // expected-error @+1 {{'collective' must be array<i64: ...> of cluster dims, got 0 : i64}}
+  // expected-error @+1 {{'collective' must be an array<i64: ...>, got 0 : i64}}
   "smalti.async_load"(%g, %s, %b, %o, %o, %o) {collective = 0 : i64} : (memref<128x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
   return
 }

@@ -70,7 +70,7 @@ func.func @arrive_collective_not_an_array() attributes {smalti.kernel,
     smalti.grid = array<i64: 2>, smalti.cluster = array<i64: 2>} {
   %o = arith.constant 0 : index
   %b = "smalti.slice_smem"(%o) : (index) -> memref<2xi64, #gpu.address_space<workgroup>>
-  // expected-error @+1 {{'smalti.arrive' op 'collective' must be array<i64: ...> of cluster dims, got [0]}}
+  // expected-error @+1 {{'smalti.arrive' op 'collective' must be an array<i64: ...>, got [0]}}
   "smalti.arrive"(%b, %o) {collective = [0]} : (memref<2xi64, #gpu.address_space<workgroup>>, index) -> ()
   return
 }

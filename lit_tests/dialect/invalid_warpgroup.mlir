@@ -1,7 +1,7 @@
 // RUN: smalti-opt %s --split-input-file --verify-diagnostics --smalti-verify
 
 func.func @no_warpgroup() {
-  // expected-error @+1 {{requires a 'warpgroup' attribute: an i64 or array<i64: ...> naming the warpgroups that run the region}}
+  // expected-error @+1 {{requires an i64 or array<i64: ...> 'warpgroup' attribute: the warpgroups that run the region}}
   "smalti.warpgroup_region"() ({
   }) : () -> ()
   return

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from smalti.dialect import (  # noqa: F401  (defining the op classes registers them)
+    ops,
+    ops_compute,
+    ops_debug,
+    ops_memory,
+    ops_mma,
+    ops_sync,
+    ops_warpgroup,
+)
 from smalti.dialect.bindings import register_jax_dialects
 
 
 def make_context() -> ir.Context:
     """A fresh context with arith, func, gpu, math, memref, scf, vector, ... loaded and the
     `smalti` namespace allowed (its ops come back as the OpView classes of smalti.dialect)."""
-    import smalti.dialect.ops  # noqa: F401  (registers the OpView classes)
-
     context = ir.Context()
     registry = ir.DialectRegistry()
     register_jax_dialects(registry)
@@ -65,16 +72,16 @@ def parse_module(text: str, source_name: str, context: ir.Context) -> ir.Operati
         return _implicit_module([op], text, source_name)
 
 
-def _implicit_module(ops: list[ir.Operation], text: str, source_name: str) -> ir.Operation:
-    """A module holding detached top-level `ops`, located where the first of them is (or,
+def _implicit_module(top_level: list[ir.Operation], text: str, source_name: str) -> ir.Operation:
+    """A module holding detached `top_level` ops, located where the first of them is (or,
     with no ops, at the input's first line that is not blank)."""
-    if ops:
-        location = ops[0].location
+    if top_level:
+        location = top_level[0].location
     else:
         lines = text.splitlines()
         first = next((i for i, line in enumerate(lines) if line.strip()), 0)
         location = ir.Location.file(source_name, first + 1, 1)
     module = ir.Module.create(location)
-    for op in ops:
+    for op in top_level:
         module.body.append(op)
     return module.operation

@@ -1,34 +1,28 @@
-"""Kernel functions: a `func.func` marked `smalti.kernel`, its launch grid and arguments.
+"""A kernel's launch signature: its arguments, grid, warpgroups, cluster, dynamic shared
+memory, tensor maps and debug buffer (see `smalti.dialect.launch` for the attributes).
 
-    func.func @name(%a: memref<128x256xf32>, ...) attributes {smalti.kernel,
-        smalti.grid = array<i64: 2, 1, 1>, smalti.warpgroups = 1 : i64,
-        smalti.cluster = array<i64: 2, 1, 1>}
-
-Arguments are global-memory buffers (memrefs of static shape) or scalars. `smalti.cluster`
-(default 1, 1, 1) groups the grid's CTAs into clusters that share distributed shared memory
-and TMA multicasts; the grid must be a whole number of clusters.
+Arguments are global-memory buffers (memrefs of static shape) or scalars.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import type_name
-from smalti.dialect.diagnostics import DiagnosticError, error_at
+from smalti.dialect.checks import row_major_strides
+from smalti.dialect.diagnostics import error_at
+from smalti.dialect.launch import (
+    checked_cluster,
+    kernel_grid,
+    kernel_name,
+    kernel_warpgroups,
+)
+from smalti.dialect.ops_debug import DebugPrintRecord, debug_print_records
+from smalti.dialect.ops_memory import SliceSmemOp
 from smalti.tiling import WARPGROUP_SIZE
-
-if TYPE_CHECKING:
-    from smalti.dialect.ops_debug import DebugPrintRecord
-
-KERNEL_ATTR = "smalti.kernel"
-GRID_ATTR = "smalti.grid"
-WARPGROUPS_ATTR = "smalti.warpgroups"
-CLUSTER_ATTR = "smalti.cluster"
-MAX_PORTABLE_CLUSTER = 8  # CTAs per cluster every sm_90 launch supports (16 needs an opt-in)
 
 SCALAR_TYPES = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
 ELEMENT_TYPES = (*SCALAR_TYPES, "f8E4M3FN", "f8E5M2")
@@ -79,33 +73,16 @@ class KernelSignature:
         return sum(record.size_bytes for record in self.debug_prints)
 
 
-def is_kernel(op: ir.Operation) -> bool:
-    return op.name == "func.func" and KERNEL_ATTR in op.attributes
-
-
-def kernel_functions(module: ir.Operation) -> list[ir.Operation]:
-    """The kernel functions at the top level of `module`, in order."""
-    return [op.operation for op in module.regions[0].blocks[0].operations
-            if is_kernel(op.operation)]
-
-
 def kernel_signature(func: ir.Operation) -> KernelSignature:
     """Read and check a kernel's signature; DiagnosticError at the function otherwise."""
-    name = ir.StringAttr(func.attributes["sym_name"]).value
+    name = kernel_name(func)
     function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
     if function_type.results:
         raise error_at(func, f"kernel @{name} must not return values")
-    grid = _grid(func, name)
-    cluster = _cluster(func, grid)
-    warpgroups = 1
-    if WARPGROUPS_ATTR in func.attributes:
-        attr = func.attributes[WARPGROUPS_ATTR]
-        if not isinstance(attr, ir.IntegerAttr) or ir.IntegerAttr(attr).value < 1:
-            raise error_at(func, f"'{WARPGROUPS_ATTR}' must be a positive integer, got {attr}")
-        warpgroups = ir.IntegerAttr(attr).value
+    grid = kernel_grid(func)
+    cluster = checked_cluster(func)
+    warpgroups = kernel_warpgroups(func)
     args = tuple(_kernel_arg(func, name, i, t) for i, t in enumerate(function_type.inputs))
-    from smalti.dialect.ops_debug import debug_print_records
-
     prints = debug_print_records(func, math.prod(grid) * warpgroups)
     return KernelSignature(name, grid, warpgroups, args, dynamic_smem_bytes(func),
                            debug_prints=prints, cluster=cluster)
@@ -113,72 +90,18 @@ def kernel_signature(func: ir.Operation) -> KernelSignature:
 
 def dynamic_smem_bytes(func: ir.Operation) -> int:
     """The dynamic shared memory a kernel's `smalti.slice_smem` ops carve: max offset + size."""
-    from smalti.dialect.ops_memory import slice_end
-
     ends = [0]
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.operation.name == "smalti.slice_smem":
-            end = slice_end(op.operation)
+        view = op.operation.opview
+        if isinstance(view, SliceSmemOp):
+            end = view.end_bytes()
             if end is not None:
                 ends.append(end)
         return ir.WalkResult.ADVANCE
 
     func.walk(visit, ir.WalkOrder.PRE_ORDER)
     return max(ends)
-
-
-def _grid(func: ir.Operation, name: str) -> tuple[int, int, int]:
-    if GRID_ATTR not in func.attributes:
-        raise error_at(func, f"kernel @{name} needs a '{GRID_ATTR}' attribute "
-                             "(array<i64: X[, Y[, Z]]>)")
-    attr = func.attributes[GRID_ATTR]
-    if not isinstance(attr, ir.DenseI64ArrayAttr) or not 1 <= len(attr) <= 3:
-        raise error_at(func, f"'{GRID_ATTR}' must be array<i64: X[, Y[, Z]]>, got {attr}")
-    grid = [*list(attr), 1, 1][:3]
-    if any(g < 1 for g in grid):
-        raise error_at(func, f"'{GRID_ATTR}' sizes must be positive, got {list(attr)}")
-    return (grid[0], grid[1], grid[2])
-
-
-def _cluster(func: ir.Operation, grid: tuple[int, int, int]) -> tuple[int, int, int]:
-    """The kernel's `smalti.cluster` (1, 1, 1 without one), checked against the grid."""
-    if CLUSTER_ATTR not in func.attributes:
-        return (1, 1, 1)
-    attr = func.attributes[CLUSTER_ATTR]
-    if not isinstance(attr, ir.DenseI64ArrayAttr) or not 1 <= len(attr) <= 3:
-        raise error_at(func, f"'{CLUSTER_ATTR}' must be array<i64: X[, Y[, Z]]>, got {attr}")
-    cluster = [*list(attr), 1, 1][:3]
-    if any(c < 1 for c in cluster):
-        raise error_at(func, f"'{CLUSTER_ATTR}' sizes must be positive, got {list(attr)}")
-    if math.prod(cluster) > MAX_PORTABLE_CLUSTER:
-        raise error_at(func, f"'{CLUSTER_ATTR}' {list(attr)} has {math.prod(cluster)} CTAs; a "
-                             f"portable cluster has at most {MAX_PORTABLE_CLUSTER}")
-    for axis, (g, c) in enumerate(zip(grid, cluster, strict=True)):
-        if g % c:
-            raise error_at(func, f"grid {list(grid)} is not a whole number of clusters "
-                                 f"{cluster}: dim {'xyz'[axis]} of size {g} is not a multiple "
-                                 f"of {c}")
-    return (cluster[0], cluster[1], cluster[2])
-
-
-def kernel_cluster(func: ir.Operation) -> tuple[int, int, int] | None:
-    """A kernel's cluster shape; None when its grid or cluster is malformed (reported at
-    the function by the kernel's own check)."""
-    try:
-        return _cluster(func, _grid(func, ir.StringAttr(func.attributes["sym_name"]).value))
-    except DiagnosticError:
-        return None
-
-
-def enclosing_kernel(op: ir.Operation) -> ir.Operation | None:
-    """The kernel function `op` is nested in, if any."""
-    parent = op.parent
-    while parent is not None:
-        if is_kernel(parent):
-            return parent
-        parent = parent.parent
-    return None
 
 
 def _kernel_arg(func: ir.Operation, name: str, index: int, t: ir.Type) -> KernelArg:
@@ -190,7 +113,7 @@ def _kernel_arg(func: ir.Operation, name: str, index: int, t: ir.Type) -> Kernel
         if type_name(ref.element_type) not in ELEMENT_TYPES:
             raise error_at(func, f"argument #{index} of kernel @{name} has unsupported element "
                                  f"type {ref.element_type}")
-        if ref.get_strides_and_offset() != (_row_major(ref.shape), 0):
+        if ref.get_strides_and_offset() != (row_major_strides(ref.shape), 0):
             raise error_at(func, f"argument #{index} of kernel @{name} must be a contiguous "
                                  f"row-major memref, got {t}")
         return KernelArg(f"arg{index}", type_name(ref.element_type), tuple(ref.shape))
@@ -198,11 +121,3 @@ def _kernel_arg(func: ir.Operation, name: str, index: int, t: ir.Type) -> Kernel
         return KernelArg(f"arg{index}", type_name(t), None)
     raise error_at(func, f"argument #{index} of kernel @{name} has type {t}; kernel arguments "
                          "are memrefs or scalars of " + ", ".join(SCALAR_TYPES))
-
-
-def _row_major(shape: list[int]) -> list[int]:
-    strides, acc = [], 1
-    for size in reversed(shape):
-        strides.append(acc)
-        acc *= size
-    return list(reversed(strides))

@@ -1,69 +1,22 @@
-"""smalti ops: Python OpView classes over generic (unregistered) MLIR ops, with verifiers.
+"""Register-vector ops: vector_load, vector_store, layout_cast.
 
 Ops have warpgroup semantics: a vector value is one array owned by the 128 threads of a
 warpgroup, distributed over their registers by its layout.
+
+    %v = "smalti.vector_load"(%ref, %i, %j) : (memref<...>, index, index) -> vector<...>
+    "smalti.vector_store"(%v, %ref, %i, %j) : (vector<...>, memref<...>, index, index) -> ()
+    %w = "smalti.layout_cast"(%v) {new_layout = #smalti...} : (vector<..>) -> vector<..>
 """
 
 from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from smalti.dialect.attributes import LayoutAttrError, attr_to_layout, layout_to_attr
-from smalti.dialect.bindings import (
-    is_workgroup_address_space,
-    register_python_dialect,
-    register_python_operation,
-)
+from smalti.dialect.bindings import is_workgroup_address_space
+from smalti.dialect.checks import constant_index
+from smalti.dialect.definition import LAYOUT, Attr, Effect, Operand, Result, SmaltiOp
 from smalti.dialect.diagnostics import error_at
-from smalti.tiling import Layout, LayoutError, check_layout_fits
-
-
-@register_python_dialect
-class SmaltiDialect(ir.Dialect):
-    DIALECT_NAMESPACE = "smalti"
-
-
-class SmaltiOp(ir.OpView):
-    """Common base: every smalti op can check itself and report a located error."""
-
-    _ODS_REGIONS = (0, True)
-
-    def verify_op(self) -> None:
-        """Raise DiagnosticError unless the op is well formed."""
-        raise NotImplementedError
-
-    def _expect_counts(self, operands: int | None, results: int) -> None:
-        op = self.operation
-        if operands is not None and len(op.operands) != operands:
-            raise error_at(op, f"expects {operands} operands, got {len(op.operands)}")
-        if len(op.results) != results:
-            raise error_at(op, f"expects {results} results, got {len(op.results)}")
-
-
-OP_CLASSES: dict[str, type[SmaltiOp]] = {}
-
-
-def operand(index: int) -> property:
-    """Accessor of operand `index` (smalti ops are generic ops, with no generated ones)."""
-
-    def get(self: SmaltiOp) -> ir.Value:
-        return self.operation.operands[index]
-
-    return property(get)
-
-
-def operands_from(start: int) -> property:
-    """Accessor of the operands from `start` on (e.g. the indices after the refs)."""
-
-    def get(self: SmaltiOp) -> list[ir.Value]:
-        return list(self.operation.operands)[start:]
-
-    return property(get)
-
-
-def _register(cls: type[SmaltiOp]) -> type[SmaltiOp]:
-    OP_CLASSES[cls.OPERATION_NAME] = cls
-    return register_python_operation(SmaltiDialect, cls)
+from smalti.tiling import LayoutError, check_layout_fits
 
 
 def _check_memory_access(op: ir.Operation, vector: ir.Value, ref: ir.Value,
@@ -101,97 +54,55 @@ def _check_memory_access(op: ir.Operation, vector: ir.Value, ref: ir.Value,
                                f"for {ref_type}")
 
 
-def constant_index(value: ir.Value) -> int | None:
-    """The value of an `arith.constant` index, or None."""
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = owner.operation if hasattr(owner, "operation") else owner
-    if owner.name == "arith.constant" and isinstance(value.type, ir.IndexType):
-        return ir.IntegerAttr(owner.attributes["value"]).value
-    return None
-
-
-@_register
 class VectorLoadOp(SmaltiOp):
-    """%v = "smalti.vector_load"(%ref, %i, %j) : (memref<...>, index, index) -> vector<...>
-
-    Loads the slice of `ref` starting at the indices, with the shape of the result."""
+    """Loads the slice of `source` (global or shared memory) starting at the indices, with
+    the shape of the result."""
 
     OPERATION_NAME = "smalti.vector_load"
+    EFFECTS = (Effect.read("source"),)
 
-    source = operand(0)
-    indices = operands_from(1)
+    source = Operand("the global or shared memref")
+    indices = Operand("the slice's start, one index per dim", variadic=True)
+    result = Result("the loaded vector")
 
     def verify_op(self) -> None:
-        op = self.operation
-        self._expect_counts(None, 1)
-        if len(op.operands) < 1:
-            raise error_at(op, "expects a memref operand")
-        _check_memory_access(op, op.results[0], self.source, self.indices, "load from")
-
-    @staticmethod
-    def build(source: ir.Value, indices: list[ir.Value], result_type: ir.Type) -> VectorLoadOp:
-        return ir.Operation.create(VectorLoadOp.OPERATION_NAME, results=[result_type],
-                                   operands=[source, *indices]).opview
+        _check_memory_access(self.operation, self.result, self.source, self.indices,
+                             "load from")
 
 
-@_register
 class VectorStoreOp(SmaltiOp):
-    """"smalti.vector_store"(%v, %ref, %i, %j) : (vector<...>, memref<...>, index, index) -> ()
-
-    Stores `v` into the slice of `ref` starting at the indices."""
+    """Stores `value` into the slice of `destination` starting at the indices."""
 
     OPERATION_NAME = "smalti.vector_store"
+    EFFECTS = (Effect.write("destination"),)
 
-    value = operand(0)
-    destination = operand(1)
-    indices = operands_from(2)
+    value = Operand("the vector stored")
+    destination = Operand("the global or shared memref")
+    indices = Operand("the slice's start, one index per dim", variadic=True)
 
     def verify_op(self) -> None:
-        op = self.operation
-        self._expect_counts(None, 0)
-        if len(op.operands) < 2:
-            raise error_at(op, "expects a vector and a memref operand")
-        _check_memory_access(op, self.value, self.destination, self.indices, "store to")
-
-    @staticmethod
-    def build(value: ir.Value, destination: ir.Value, indices: list[ir.Value]) -> VectorStoreOp:
-        return ir.Operation.create(VectorStoreOp.OPERATION_NAME, results=[],
-                                   operands=[value, destination, *indices]).opview
+        _check_memory_access(self.operation, self.value, self.destination, self.indices,
+                             "store to")
 
 
-@_register
 class LayoutCastOp(SmaltiOp):
-    """%w = "smalti.layout_cast"(%v) {new_layout = #smalti...} : (vector<..>) -> vector<..>
-
-    The same array in the register layout `new_layout` (a hint to inference, a relayout in
-    the lowering)."""
+    """The same array in the register layout `new_layout` (a hint to inference, a relayout
+    in the lowering)."""
 
     OPERATION_NAME = "smalti.layout_cast"
 
-    @property
-    def new_layout(self) -> Layout:
-        return attr_to_layout(self.operation.attributes["new_layout"])
+    source = Operand("the vector")
+    new_layout = Attr(LAYOUT, "the layout the result has")
+    result = Result("the same array in new_layout", same_type_as="source")
 
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(1, 1)
-        source, result = op.operands[0], op.results[0]
-        if not isinstance(source.type, ir.VectorType):
-            raise error_at(op, f"expects a vector operand, got {source.type}")
-        if source.type != result.type:
-            raise error_at(op, f"result type {result.type} differs from operand type "
-                               f"{source.type}")
-        if "new_layout" not in op.attributes:
-            raise error_at(op, "requires a 'new_layout' attribute")
+        if not isinstance(self.source.type, ir.VectorType):
+            raise error_at(op, f"expects a vector operand, got {self.source.type}")
+        if self.source.type != self.result.type:
+            raise error_at(op, f"result type {self.result.type} differs from operand type "
+                               f"{self.source.type}")
         try:
-            check_layout_fits(self.new_layout, tuple(ir.VectorType(source.type).shape))
-        except (LayoutAttrError, LayoutError) as error:
+            check_layout_fits(self.new_layout, tuple(ir.VectorType(self.source.type).shape))
+        except LayoutError as error:
             raise error_at(op, f"'new_layout' {error}") from None
-
-    @staticmethod
-    def build(source: ir.Value, new_layout: Layout) -> LayoutCastOp:
-        return ir.Operation.create(
-            LayoutCastOp.OPERATION_NAME, results=[source.type], operands=[source],
-            attributes={"new_layout": layout_to_attr(new_layout)}).opview

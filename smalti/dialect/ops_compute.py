@@ -10,42 +10,29 @@ from __future__ import annotations
 
 import itertools
 
-from jaxlib.mlir import ir
-
 from smalti.dialect.bindings import type_name
+from smalti.dialect.checks import check_vector
+from smalti.dialect.definition import I64_ARRAY, INTEGER, Attr, Operand, Result, SmaltiOp
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops import SmaltiOp, _register
 
 
-def _vector(op: ir.Operation, value: ir.Value, what: str) -> ir.VectorType:
-    if not isinstance(value.type, ir.VectorType):
-        raise error_at(op, f"expects {what} to be a vector, got {value.type}")
-    return ir.VectorType(value.type)
-
-
-@_register
 class BroadcastInDimOp(SmaltiOp):
     """Operand dim i becomes result dim broadcast_dimensions[i] (increasing); the other
     result dims are new, and operand dims of size 1 may stretch."""
 
     OPERATION_NAME = "smalti.broadcast_in_dim"
 
-    @property
-    def broadcast_dimensions(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in
-                     ir.DenseI64ArrayAttr(self.operation.attributes["broadcast_dimensions"]))
+    source = Operand("the vector broadcast")
+    broadcast_dimensions = Attr(I64_ARRAY, "the result dim of each operand dim")
+    result = Result("the broadcast vector")
 
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(1, 1)
-        source = _vector(op, op.operands[0], "the operand")
-        result = _vector(op, op.results[0], "the result")
+        source = check_vector(op, self.source, "the operand")
+        result = check_vector(op, self.result, "the result")
         if source.element_type != result.element_type:
             raise error_at(op, f"result element type {result.element_type} differs from "
                                f"operand element type {source.element_type}")
-        attr = op.attributes.get("broadcast_dimensions", None)
-        if not isinstance(attr, ir.DenseI64ArrayAttr):
-            raise error_at(op, "requires a 'broadcast_dimensions' array<i64: ...> attribute")
         dims = self.broadcast_dimensions
         if len(dims) != source.rank:
             raise error_at(op, f"'broadcast_dimensions' has {len(dims)} entries for an operand "
@@ -62,40 +49,41 @@ class BroadcastInDimOp(SmaltiOp):
                                    f"to result dim {d} of size {result.shape[d]}")
 
 
-@_register
 class IotaOp(SmaltiOp):
     """Each element holds its index along `dimension` (i32)."""
 
     OPERATION_NAME = "smalti.iota"
 
+    dimension = Attr(INTEGER, "the dim whose index each element holds")
+    result = Result("the i32 vector")
+
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(0, 1)
-        result = _vector(op, op.results[0], "the result")
+        result = check_vector(op, self.result, "the result")
         if type_name(result.element_type) != "i32":
             raise error_at(op, f"expects an i32 result, got {result.element_type}")
-        attr = op.attributes.get("dimension", None)
-        if not isinstance(attr, ir.IntegerAttr):
-            raise error_at(op, "requires an integer 'dimension' attribute")
-        dim = ir.IntegerAttr(attr).value
+        dim = self.dimension
         if not 0 <= dim < result.rank:
             raise error_at(op, f"'dimension' {dim} is not a dim of a rank-{result.rank} result")
         if result.shape[dim] > 2**31:
             raise error_at(op, f"dim {dim} of size {result.shape[dim]} overflows i32")
 
 
-@_register
 class OptimizationBarrierOp(SmaltiOp):
     """Returns its operands unchanged; MLIR rewrites do not see through it."""
 
     OPERATION_NAME = "smalti.optimization_barrier"
+    USER_FACING = False  # written in .mlir; the DSL has no use for it yet
+
+    values = Operand("the values passed through", variadic=True)
+    outputs = Result("the same values", variadic=True)
 
     def verify_op(self) -> None:
         op = self.operation
-        if len(op.operands) != len(op.results):
-            raise error_at(op, f"expects as many results as operands, got {len(op.results)} "
-                               f"for {len(op.operands)}")
-        for i, (operand, result) in enumerate(zip(op.operands, op.results, strict=True)):
+        if len(self.values) != len(self.outputs):
+            raise error_at(op, f"expects as many results as operands, got "
+                               f"{len(self.outputs)} for {len(self.values)}")
+        for i, (operand, result) in enumerate(zip(self.values, self.outputs, strict=True)):
             if operand.type != result.type:
                 raise error_at(op, f"result #{i} has type {result.type} but operand #{i} has "
                                    f"{operand.type}")

@@ -16,8 +16,8 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_layouts
 from smalti.dialect.bindings import file_line_col, type_name
+from smalti.dialect.definition import STRING, Attr, Operand, SmaltiOp
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops import SmaltiOp, _register, operand
 from smalti.tiling import WARPGROUP_SIZE, Layout, LayoutError, WGSplatLayout
 
 PLACEHOLDER = "{}"
@@ -27,7 +27,6 @@ PRINTABLE_BYTES = {"i1": 1, "i16": 2, "f16": 2, "bf16": 2, "i32": 4, "f32": 4, "
 HEADER_BYTES = 16  # per instance: a u32 count of executions, padded to 16 bytes
 
 
-@_register
 class DebugPrintOp(SmaltiOp):
     """Prints `format` with its one `{}` replaced by the operand: a vector (any register
     layout, splat included) or a uniform scalar of a printable type (index, i32, f32, ...).
@@ -41,18 +40,11 @@ class DebugPrintOp(SmaltiOp):
 
     OPERATION_NAME = "smalti.debug_print"
 
-    value = operand(0)
-
-    @property
-    def format(self) -> str:
-        return ir.StringAttr(self.operation.attributes["format"]).value
+    value = Operand("the vector or uniform scalar printed")
+    format = Attr(STRING, "the text printed, with one {} where the value goes")
 
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(1, 0)
-        attr = op.attributes.get("format", None)
-        if not isinstance(attr, ir.StringAttr):
-            raise error_at(op, "requires a string 'format' attribute")
         placeholders = self.format.count(PLACEHOLDER)
         if placeholders != 1:
             raise error_at(op, f"'format' must contain exactly one '{{}}' (where the value "
@@ -64,11 +56,6 @@ class DebugPrintOp(SmaltiOp):
             what = "element type" if isinstance(value_type, ir.VectorType) else "operand type"
             raise error_at(op, f"cannot print {what} {element}: expects a vector or a scalar "
                                "of " + ", ".join(PRINTABLE_BYTES))
-
-    @staticmethod
-    def build(value: ir.Value, format: str) -> DebugPrintOp:
-        return ir.Operation.create(DebugPrintOp.OPERATION_NAME, results=[], operands=[value],
-                                   attributes={"format": ir.StringAttr.get(format)}).opview
 
 
 @dataclass(frozen=True)
@@ -130,7 +117,7 @@ def debug_print_ops(func: ir.Operation) -> list[ir.Operation]:
     ops: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.operation.name == DebugPrintOp.OPERATION_NAME:
+        if isinstance(op.operation.opview, DebugPrintOp):
             ops.append(op.operation)
         return ir.WalkResult.ADVANCE
 

@@ -20,9 +20,10 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_transforms
 from smalti.dialect.bindings import type_name
+from smalti.dialect.checks import check_smem_ref, element_bytes
+from smalti.dialect.definition import Effect, Operand, Proxy, Result, SmaltiOp, Trait
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops import SmaltiOp, _register, operand
-from smalti.dialect.ops_memory import check_smem_ref, element_bytes
+from smalti.dialect.ops_memory import WithTransformsOp
 from smalti.tiling import TransposeTransform
 
 WGMMA_M = 64
@@ -63,11 +64,11 @@ def known_transforms(op: ir.Operation, value: ir.Value, position: int) -> tuple 
     owner = value.owner
     if isinstance(owner, ir.Block):
         return None
-    owner = owner.operation
-    if owner.name != "smalti.with_transforms" or "transforms" not in owner.attributes:
+    owner = owner.operation.opview
+    if not isinstance(owner, WithTransformsOp) or "transforms" not in owner.attributes:
         return None
     try:
-        return tuple(attr_to_transforms(owner.attributes["transforms"]))
+        return owner.transforms
     except LayoutAttrError:
         return None  # with_transforms' own verifier reports it
 
@@ -90,27 +91,33 @@ def mn_major_problem(what: str, element: str, mn_major: bool) -> str | None:
             f"{fix}")
 
 
-@_register
 class WgmmaOp(SmaltiOp):
     """acc + a @ b through wgmma.mma_async (one warpgroup)."""
 
     OPERATION_NAME = "smalti.wgmma"
+    TRAITS = Trait.WARPGROUP_COLLECTIVE
+    EFFECTS = (Effect.read("a", Proxy.ASYNC), Effect.read("b", Proxy.ASYNC))
 
-    accumulator = operand(0)
-    a = operand(1)
-    b = operand(2)
+    accumulator = Operand("the f32 accumulator (M x N) in registers")
+    a = Operand("A (M x K): in shared memory, or a vector in registers")
+    b = Operand("B (K x N) in shared memory")
+    result = Result("acc + a @ b", same_type_as="accumulator")
+
+    def memory_effects(self) -> list[tuple[Effect, ir.Value]]:
+        """A is read from shared memory only when it is not a register vector."""
+        return [(e, v) for e, v in super().memory_effects()
+                if not isinstance(v.type, ir.VectorType)]
 
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(3, 1)
         acc = self.accumulator
         if not isinstance(acc.type, ir.VectorType):
             raise error_at(op, f"expects the accumulator to be a vector, got {acc.type}")
         acc_type = ir.VectorType(acc.type)
         if type_name(acc_type.element_type) != "f32" or acc_type.rank != 2:
             raise error_at(op, f"expects a 2-D f32 accumulator, got {acc.type}")
-        if op.results[0].type != acc.type:
-            raise error_at(op, f"result type {op.results[0].type} differs from accumulator type "
+        if self.result.type != acc.type:
+            raise error_at(op, f"result type {self.result.type} differs from accumulator type "
                                f"{acc.type}")
         m, n = acc_type.shape
         a_m, a_k = _shape_of(op, self.a, "A", registers_ok=True)

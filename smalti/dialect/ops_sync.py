@@ -17,9 +17,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import type_name
+from smalti.dialect.checks import check_index, check_smem_ref, collective_dims, constant_index
+from smalti.dialect.definition import I64_ARRAY, INTEGER, Attr, Operand, SmaltiOp, Trait
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops import SmaltiOp, _register, constant_index
-from smalti.dialect.ops_memory import check_index, check_smem_ref, cluster_dims, int_attr
 
 MAX_ARRIVAL_COUNT = (1 << 20) - 1  # PTX ISA: mbarrier.init count range
 MAX_TX_BYTES = (1 << 20) - 1
@@ -41,23 +41,23 @@ def _check_barrier_index(op: ir.Operation, count: int, index: ir.Value) -> None:
         raise error_at(op, f"barrier index {value} is out of bounds for {count} barriers")
 
 
-@_register
 class InitializeBarrierOp(SmaltiOp):
     """Initialise every barrier of the array with `arrival_count` (one thread, then a fence
     and a block barrier)."""
 
     OPERATION_NAME = "smalti.initialize_barrier"
+    TRAITS = Trait.BLOCK_COLLECTIVE
+
+    barriers = Operand("the mbarrier array")
+    arrival_count = Attr(INTEGER, "arrivals that complete a phase", minimum=1)
 
     def verify_op(self) -> None:
-        op = self.operation
-        self._expect_counts(1, 0)
-        check_barriers(op, op.operands[0])
-        count = int_attr(op, "arrival_count", 1)
-        if count > MAX_ARRIVAL_COUNT:
-            raise error_at(op, f"'arrival_count' {count} exceeds {MAX_ARRIVAL_COUNT}")
+        check_barriers(self.operation, self.barriers)
+        if self.arrival_count > MAX_ARRIVAL_COUNT:
+            raise error_at(self.operation, f"'arrival_count' {self.arrival_count} exceeds "
+                                           f"{MAX_ARRIVAL_COUNT}")
 
 
-@_register
 class ArriveOp(SmaltiOp):
     """Every thread of the warpgroup arrives on barrier i: 128 arrivals per warpgroup.
 
@@ -73,61 +73,67 @@ class ArriveOp(SmaltiOp):
 
     OPERATION_NAME = "smalti.arrive"
 
+    barriers = Operand("the mbarrier array")
+    index = Operand("the barrier arrived on")
+    collective = Attr(I64_ARRAY, "the cluster dims whose CTAs' barrier i it releases",
+                      optional=True, default=())
+
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(2, 0)
-        _check_barrier_index(op, check_barriers(op, op.operands[0]), op.operands[1])
-        cluster_dims(op)
+        _check_barrier_index(op, check_barriers(op, self.barriers), self.index)
+        collective_dims(op)
+
+    def is_warpgroup_collective(self) -> bool:
+        """A collective arrive: the warpgroup meets before one thread releases each peer."""
+        return bool(self.collective)
 
 
-@_register
 class ArriveExpectTxOp(SmaltiOp):
     """One thread announces `bytes` of transactions and arrives on barrier i."""
 
     OPERATION_NAME = "smalti.arrive_expect_tx"
 
+    barriers = Operand("the mbarrier array")
+    index = Operand("the barrier arrived on")
+    bytes = Attr(INTEGER, "the transaction bytes the phase now also waits for", minimum=1)
+
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(2, 0)
-        _check_barrier_index(op, check_barriers(op, op.operands[0]), op.operands[1])
-        count = int_attr(op, "bytes", 1)
-        if count > MAX_TX_BYTES:
-            raise error_at(op, f"'bytes' {count} exceeds the tx-count limit {MAX_TX_BYTES}")
+        _check_barrier_index(op, check_barriers(op, self.barriers), self.index)
+        if self.bytes > MAX_TX_BYTES:
+            raise error_at(op, f"'bytes' {self.bytes} exceeds the tx-count limit "
+                               f"{MAX_TX_BYTES}")
 
 
-@_register
 class WaitOp(SmaltiOp):
     """Wait until the phase of barrier i with the given parity has completed."""
 
     OPERATION_NAME = "smalti.wait"
 
+    barriers = Operand("the mbarrier array")
+    index = Operand("the barrier waited on")
+    parity = Operand("the phase parity (its low bit): an i1, i32 or index")
+
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(3, 0)
-        _check_barrier_index(op, check_barriers(op, op.operands[0]), op.operands[1])
-        parity = op.operands[2].type
+        _check_barrier_index(op, check_barriers(op, self.barriers), self.index)
+        parity = self.parity.type
         if not (isinstance(parity, ir.IndexType) or (isinstance(parity, ir.IntegerType)
                                                      and ir.IntegerType(parity).width <= 32)):
             raise error_at(op, f"parity must be an i1, i32 or index, got {parity}")
 
 
-@_register
 class WarpgroupBarrierOp(SmaltiOp):
     """The 128 threads of the warpgroup meet (a named bar.sync)."""
 
     OPERATION_NAME = "smalti.warpgroup_barrier"
-
-    def verify_op(self) -> None:
-        self._expect_counts(0, 0)
+    TRAITS = Trait.WARPGROUP_COLLECTIVE
 
 
-@_register
 class ClusterBarrierOp(SmaltiOp):
     """Every thread of every CTA in the cluster meets (barrier.cluster arrive + wait): what
     a CTA wrote to shared memory before it, mbarrier inits included, is visible to its peers
     after it, and no CTA passes it while a peer may still be on its way."""
 
     OPERATION_NAME = "smalti.cluster_barrier"
-
-    def verify_op(self) -> None:
-        self._expect_counts(0, 0)
+    TRAITS = Trait.BLOCK_COLLECTIVE

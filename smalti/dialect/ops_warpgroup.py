@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.definition import INTEGER, INTEGERS, Attr, SmaltiOp
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops import SmaltiOp, _register
 from smalti.tiling import WARPGROUP_SIZE
 
 WARPGROUP_ATTR = "warpgroup"
@@ -41,26 +41,16 @@ def budget_problem(count: int) -> str | None:
     return None
 
 
-@_register
 class WarpgroupRegionOp(SmaltiOp):
     """A region run only by the warpgroups its `warpgroup` attribute names."""
 
     OPERATION_NAME = "smalti.warpgroup_region"
+    REGIONS = 1
 
-    @property
-    def warpgroups(self) -> tuple[int, ...]:
-        """The warpgroups that run the region, in the order written."""
-        attr = self.operation.attributes[WARPGROUP_ATTR]
-        if isinstance(attr, ir.IntegerAttr):
-            return (ir.IntegerAttr(attr).value,)
-        return tuple(ir.DenseI64ArrayAttr(attr))
-
-    @property
-    def max_registers(self) -> int | None:
-        attrs = self.operation.attributes
-        if MAX_REGISTERS_ATTR not in attrs:
-            return None
-        return ir.IntegerAttr(attrs[MAX_REGISTERS_ATTR]).value
+    warpgroups = Attr(INTEGERS, "the warpgroups that run the region, in the order written",
+                      attr_name=WARPGROUP_ATTR)
+    max_registers = Attr(INTEGER, "the role's per-thread register budget (setmaxnreg)",
+                         optional=True)
 
     @property
     def body(self) -> ir.Block | None:
@@ -70,25 +60,17 @@ class WarpgroupRegionOp(SmaltiOp):
 
     def verify_op(self) -> None:
         op = self.operation
-        self._expect_counts(0, 0)
-        if len(op.regions) != 1 or len(op.regions[0].blocks) > 1:
+        if len(op.regions[0].blocks) > 1:
             raise error_at(op, "expects one region of at most one block")
         if self.body is not None and len(self.body.arguments):
             raise error_at(op, "expects a region without block arguments")
-        attrs = op.attributes
-        if WARPGROUP_ATTR not in attrs or not isinstance(
-                attrs[WARPGROUP_ATTR], ir.IntegerAttr | ir.DenseI64ArrayAttr):
-            raise error_at(op, f"requires a '{WARPGROUP_ATTR}' attribute: an i64 or "
-                               "array<i64: ...> naming the warpgroups that run the region")
         warpgroups = self.warpgroups
         if not warpgroups or any(w < 0 for w in warpgroups):
             raise error_at(op, f"'{WARPGROUP_ATTR}' must name non-negative warpgroup indices, "
                                f"got {list(warpgroups)}")
         if len(set(warpgroups)) != len(warpgroups):
             raise error_at(op, f"'{WARPGROUP_ATTR}' names a warpgroup twice: {list(warpgroups)}")
-        if MAX_REGISTERS_ATTR in attrs:
-            if not isinstance(attrs[MAX_REGISTERS_ATTR], ir.IntegerAttr):
-                raise error_at(op, f"'{MAX_REGISTERS_ATTR}' must be an integer")
-            problem = budget_problem(self.max_registers or 0)
+        if self.max_registers is not None:
+            problem = budget_problem(self.max_registers)
             if problem is not None:
                 raise error_at(op, f"'{MAX_REGISTERS_ATTR}': {problem}")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_layouts
+from smalti.dialect.definition import OP_CLASSES, SmaltiOp
 from smalti.dialect.diagnostics import DiagnosticError, error_at
-from smalti.dialect.kernel import is_kernel, kernel_signature
-from smalti.dialect.ops import OP_CLASSES
+from smalti.dialect.kernel import kernel_signature
+from smalti.dialect.launch import is_kernel
 from smalti.tiling import LayoutError, check_layout_fits
 
 LAYOUT_ATTRS = {"in_layouts": "operands", "out_layouts": "results"}
@@ -30,11 +31,15 @@ def verify(module: ir.Operation) -> None:
 
 
 def verify_op(op: ir.Operation) -> None:
+    """Raise a located DiagnosticError if `op` is malformed: a smalti op's structure (its
+    declared fields) and its own checks, a kernel's signature, inferred layout attributes."""
     if op.name.startswith("smalti."):
-        if op.name not in OP_CLASSES:
+        view = op.opview
+        if not isinstance(view, SmaltiOp):
             known = ", ".join(sorted(OP_CLASSES))
             raise error_at(op, f"is not a smalti op (known: {known})")
-        op.opview.verify_op()
+        view.check_structure()
+        view.verify_op()
     if is_kernel(op):
         kernel_signature(op)
     for attr_name, kind in LAYOUT_ATTRS.items():

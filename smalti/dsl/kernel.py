@@ -13,7 +13,7 @@ from typing import Any
 from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context
-from smalti.dialect.kernel import (
+from smalti.dialect.launch import (
     CLUSTER_ATTR,
     GRID_ATTR,
     KERNEL_ATTR,

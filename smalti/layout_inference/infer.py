@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_ops
 
 from smalti.dialect.attributes import (
     LayoutAttrError,
@@ -23,7 +24,7 @@ from smalti.layout_inference.solver import Conflict, Solution, Unsatisfiable, so
 def infer_layouts(module: ir.Operation) -> None:
     """Give every op with vector operands or results `in_layouts`/`out_layouts`."""
     for func in module.regions[0].blocks[0].operations:
-        if func.operation.name == "func.func":
+        if isinstance(func.operation.opview, func_ops.FuncOp):
             infer_function(func.operation)
 
 
@@ -108,12 +109,12 @@ def _transforms_attr(transforms: list) -> ir.ArrayAttr:
 
 
 def _add_constraints(ctx: RuleContext, op: ir.Operation) -> None:
-    rule = RULES.get(op.name)
+    rule = RULES.get(op)
     if rule is None:
         raise error_at(op, "has no layout inference rule; smalti cannot lower it on vectors")
-    verify_op(op)  # rules read operands and attributes: malformed ops stop here, located
-    ctx.op = op
-    rule(ctx, op)
+    verify_op(op)  # rules read fields: malformed ops stop here, located
+    ctx.op = op.opview
+    rule(ctx, ctx.op)
     if "out_layouts" in op.attributes:  # a previous run or the user fixed these
         try:
             layouts = attr_to_layouts(op.attributes["out_layouts"])

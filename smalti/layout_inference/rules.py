@@ -1,18 +1,27 @@
-"""Per-op inference rules, keyed by op name: each turns one op into constraints.
+"""Per-op inference rules, keyed by op class: each turns one op into constraints.
 
-Rules write Equal(a=operand, b=result) so that explanations can say where a
-`smalti.layout_cast` would split a class (see solver._cast_point).
+A rule is `fn(ctx, op)` with `op` the typed op (its OpView), read by field name. Rules write
+Equal(a=operand, b=result) so that explanations can say where a `smalti.layout_cast` would
+split a class (see solver._cast_point).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith, memref, scf, vector
+from jaxlib.mlir.dialects import math as math_ops
 
-from smalti.dialect.attributes import attr_to_layout
-from smalti.dialect.bindings import is_workgroup_address_space
+from smalti.dialect.checks import bitwidth, element_bytes, is_smem_type
 from smalti.dialect.ops import LayoutCastOp, VectorLoadOp, VectorStoreOp
+from smalti.dialect.ops_compute import BroadcastInDimOp, IotaOp, OptimizationBarrierOp
+from smalti.dialect.ops_debug import DebugPrintOp
+from smalti.dialect.ops_memory import AsyncLoadOp, AsyncStoreOp, SliceSmemOp, WithTransformsOp
+from smalti.dialect.ops_mma import WgmmaOp
+from smalti.dialect.ops_sync import ArriveExpectTxOp, ArriveOp, InitializeBarrierOp, WaitOp
+from smalti.dialect.registry import OpRegistry
 from smalti.layout_inference.equations import (
     SMEM,
     AllowedKinds,
@@ -28,7 +37,21 @@ from smalti.layout_inference.equations import (
 )
 from smalti.layout_inference.expressions import Broadcast, Expression, Reduce, Reshape, Transpose
 from smalti.layout_inference.solver import widest_strided_layout
-from smalti.tiling import TiledLayout, WGSplatLayout, WGStridedLayout
+from smalti.tiling import (
+    WGMMA_A_LAYOUTS,
+    WGMMA_LAYOUT,
+    LayoutError,
+    SwizzleTransform,
+    TiledLayout,
+    TileTransform,
+    TransposeTransform,
+    WGSplatLayout,
+    WGStridedLayout,
+    physical_shape,
+    tma_incompatibility,
+    wgmma_operand_transforms,
+)
+from smalti.tiling.smem import tall_tile_rows, wgmma_stride_problem
 
 MEMORY_LAYOUT_KINDS = frozenset({TiledLayout, WGStridedLayout})
 
@@ -43,24 +66,12 @@ def is_vector(value: ir.Value) -> bool:
 
 def is_smem_ref(value: ir.Value) -> bool:
     """A memref in shared memory (`#gpu.address_space<workgroup>`): it gets transforms."""
-    if not isinstance(value.type, ir.MemRefType):
-        return False
-    return is_workgroup_address_space(ir.MemRefType(value.type).memory_space)
+    return is_smem_type(value.type)
 
 
 def needs_variable(value: ir.Value) -> bool:
     """Values the equations are about: vectors (layouts) and SMEM refs (transforms)."""
     return is_vector(value) or is_smem_ref(value)
-
-
-def bitwidth(element_type: ir.Type) -> int:
-    if isinstance(element_type, ir.IntegerType):
-        return ir.IntegerType(element_type).width
-    if isinstance(element_type, ir.FloatType):
-        return ir.FloatType(element_type).width
-    if isinstance(element_type, ir.IndexType):
-        return 64
-    raise TypeError(f"no bit width for element type {element_type}")
 
 
 class RuleContext:
@@ -69,7 +80,7 @@ class RuleContext:
     def __init__(self, system: EquationSystem) -> None:
         self.system = system
         self.variables: dict[ir.Value, Variable] = {}
-        self.op: ir.Operation | None = None
+        self.op: ir.OpView | None = None
 
     def var(self, value: ir.Value) -> Variable:
         """The variable of a vector (its layout) or an SMEM ref (its transforms)."""
@@ -88,7 +99,7 @@ class RuleContext:
 
     def origin(self, reason: str) -> Origin:
         assert self.op is not None
-        return Origin(self.op.name, self.op.location, reason)
+        return Origin(self.op.operation.name, self.op.location, reason)
 
     def equal(self, operand: ir.Value, result: ir.Value, reason: str) -> None:
         self.system.add(Equal(self.var(operand), self.var(result), self.origin(reason)))
@@ -116,38 +127,33 @@ class RuleContext:
         self.system.add(Hint(self.var(value), layout, priority, self.origin(reason)))
 
 
-Rule = Callable[[RuleContext, ir.Operation], None]
-RULES: dict[str, Rule] = {}
+Rule = Callable[[RuleContext, Any], None]
+RULES: OpRegistry[Rule] = OpRegistry("layout inference rules")
+rule = RULES.register
 
-
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            RULES[name] = fn
-        return fn
-
-    return register
-
-
-ELEMENTWISE_OPS = (
-    *(f"arith.{n}" for n in (
-        "addf", "subf", "mulf", "divf", "remf", "negf", "maximumf", "minimumf", "maxnumf",
-        "minnumf", "addi", "subi", "muli", "divsi", "divui", "remsi", "remui", "ceildivsi",
-        "ceildivui", "floordivsi", "andi", "ori", "xori", "shli", "shrsi", "shrui", "maxsi",
-        "maxui", "minsi", "minui", "cmpf", "cmpi", "select", "extf", "truncf", "extsi",
-        "extui", "trunci", "sitofp", "uitofp", "fptosi", "fptoui", "bitcast")),
-    *(f"math.{n}" for n in (
-        "absf", "absi", "atan", "atan2", "cbrt", "ceil", "copysign", "cos", "erf", "exp",
-        "exp2", "expm1", "floor", "fma", "log", "log10", "log1p", "log2", "powf", "round",
-        "roundeven", "rsqrt", "sin", "sqrt", "tan", "tanh", "trunc")),
+ELEMENTWISE_OPS: tuple[type[ir.OpView], ...] = (
+    arith.AddFOp, arith.SubFOp, arith.MulFOp, arith.DivFOp, arith.RemFOp, arith.NegFOp,
+    arith.MaximumFOp, arith.MinimumFOp, arith.MaxNumFOp, arith.MinNumFOp, arith.AddIOp,
+    arith.SubIOp, arith.MulIOp, arith.DivSIOp, arith.DivUIOp, arith.RemSIOp, arith.RemUIOp,
+    arith.CeilDivSIOp, arith.CeilDivUIOp, arith.FloorDivSIOp, arith.AndIOp, arith.OrIOp,
+    arith.XOrIOp, arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp, arith.MaxSIOp, arith.MaxUIOp,
+    arith.MinSIOp, arith.MinUIOp, arith.CmpFOp, arith.CmpIOp, arith.SelectOp, arith.ExtFOp,
+    arith.TruncFOp, arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp, arith.SIToFPOp,
+    arith.UIToFPOp, arith.FPToSIOp, arith.FPToUIOp, arith.BitcastOp,
+    math_ops.AbsFOp, math_ops.AbsIOp, math_ops.AtanOp, math_ops.Atan2Op, math_ops.CbrtOp,
+    math_ops.CeilOp, math_ops.CopySignOp, math_ops.CosOp, math_ops.ErfOp, math_ops.ExpOp,
+    math_ops.Exp2Op, math_ops.ExpM1Op, math_ops.FloorOp, math_ops.FmaOp, math_ops.LogOp,
+    math_ops.Log10Op, math_ops.Log1pOp, math_ops.Log2Op, math_ops.PowFOp, math_ops.RoundOp,
+    math_ops.RoundEvenOp, math_ops.RsqrtOp, math_ops.SinOp, math_ops.SqrtOp, math_ops.TanOp,
+    math_ops.TanhOp, math_ops.TruncOp,
 )
 
 
 @rule(*ELEMENTWISE_OPS)
-def _elementwise(ctx: RuleContext, op: ir.Operation) -> None:
+def _elementwise(ctx: RuleContext, op: ir.OpView) -> None:
     """Operands and results of an elementwise op share one layout (scalars broadcast)."""
-    results = [r for r in op.results if is_vector(r)]
-    for operand in op.operands:
+    results = [r for r in op.operation.results if is_vector(r)]
+    for operand in op.operation.operands:
         if is_vector(operand):
             ctx.equal(operand, results[0], "an elementwise op's operands and result share a "
                                            "layout")
@@ -155,11 +161,10 @@ def _elementwise(ctx: RuleContext, op: ir.Operation) -> None:
         ctx.equal(results[0], result, "an elementwise op's results share a layout")
 
 
-@rule("arith.constant")
-def _constant(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(arith.ConstantOp)
+def _constant(ctx: RuleContext, op: arith.ConstantOp) -> None:
     """A splat constant can be made in any layout; a non-splat one prefers strided."""
-    result = op.results[0]
-    attr = op.attributes["value"]
+    result, attr = op.result, op.value
     if isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat:
         ctx.hint(result, WGSplatLayout(), TOLERATED, "a splat constant is cheapest as a splat")
         return
@@ -170,14 +175,18 @@ def _constant(ctx: RuleContext, op: ir.Operation) -> None:
     ctx.allow(result, MEMORY_LAYOUT_KINDS, "a non-splat constant cannot be a splat")
 
 
-@rule(VectorLoadOp.OPERATION_NAME)
-def _vector_load(ctx: RuleContext, op: ir.Operation) -> None:
-    _memory_access(ctx, op.results[0], "loads")
+@rule(VectorLoadOp)
+def _vector_load(ctx: RuleContext, op: VectorLoadOp) -> None:
+    _memory_access(ctx, op.result, "loads")
+    if is_smem_ref(op.source):
+        ctx.var(op.source)  # so that its in_transforms are written
 
 
-@rule(VectorStoreOp.OPERATION_NAME)
-def _vector_store(ctx: RuleContext, op: ir.Operation) -> None:
-    _memory_access(ctx, op.operands[0], "stores")
+@rule(VectorStoreOp)
+def _vector_store(ctx: RuleContext, op: VectorStoreOp) -> None:
+    _memory_access(ctx, op.value, "stores")
+    if is_smem_ref(op.destination):
+        ctx.var(op.destination)
 
 
 def _memory_access(ctx: RuleContext, value: ir.Value, verb: str) -> None:
@@ -190,19 +199,18 @@ def _memory_access(ctx: RuleContext, value: ir.Value, verb: str) -> None:
                                           "not a splat")
 
 
-@rule(LayoutCastOp.OPERATION_NAME)
-def _layout_cast(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(LayoutCastOp)
+def _layout_cast(ctx: RuleContext, op: LayoutCastOp) -> None:
     """The result has the requested layout; the operand may differ if the lowering can
     convert it."""
-    ctx.relayout(op.operands[0], op.results[0], "layout_cast converts its operand's layout")
-    ctx.fix(op.results[0], attr_to_layout(op.attributes["new_layout"]),
-            "layout_cast sets its result's layout")
+    ctx.relayout(op.source, op.result, "layout_cast converts its operand's layout")
+    ctx.fix(op.result, op.new_layout, "layout_cast sets its result's layout")
 
 
-@rule("vector.broadcast", "vector.splat")
-def _broadcast(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(vector.BroadcastOp)
+def _broadcast(ctx: RuleContext, op: vector.BroadcastOp) -> None:
     """A scalar broadcasts into any layout; a vector's layout is carried to the new shape."""
-    source, result = op.operands[0], op.results[0]
+    source, result = op.source, op.result
     if not is_vector(source):
         ctx.hint(result, WGSplatLayout(), TOLERATED, "a broadcast scalar is cheapest as a splat")
         return
@@ -215,45 +223,47 @@ def _broadcast(ctx: RuleContext, op: ir.Operation) -> None:
                "vector.broadcast replicates its operand's layout along the new dims")
 
 
-@rule("vector.multi_reduction")
-def _multi_reduction(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(vector.MultiDimReductionOp)
+def _multi_reduction(ctx: RuleContext, op: vector.MultiDimReductionOp) -> None:
     """The result is laid out as the reduction of the source's layout; acc matches it."""
-    source, accumulator, result = op.operands[0], op.operands[1], op.results[0]
+    source, accumulator, result = op.source, op.acc, op.dest
     if not is_vector(result):
         ctx.var(source)
         return
     shape = tuple(ir.VectorType(source.type).shape)
-    axes = tuple(int(a) for a in ir.DenseI64ArrayAttr(op.attributes["reduction_dims"]))
+    axes = tuple(int(a) for a in ir.DenseI64ArrayAttr(op.reduction_dims))
     ctx.derive(result, source, Reduce(shape, axes),
                "a reduction's result takes the reduced layout of its source")
     ctx.equal(accumulator, result, "a reduction's accumulator and result share a layout")
 
 
-@rule("vector.shape_cast")
-def _shape_cast(ctx: RuleContext, op: ir.Operation) -> None:
-    source, result = op.operands[0], op.results[0]
+@rule(vector.ShapeCastOp)
+def _shape_cast(ctx: RuleContext, op: vector.ShapeCastOp) -> None:
+    source, result = op.source, op.result
     ctx.derive(result, source, Reshape(tuple(ir.VectorType(source.type).shape),
                                        tuple(ir.VectorType(result.type).shape)),
                "vector.shape_cast keeps the row-major distribution of elements")
 
 
-@rule("vector.transpose")
-def _transpose(ctx: RuleContext, op: ir.Operation) -> None:
-    source, result = op.operands[0], op.results[0]
-    permutation = tuple(int(p) for p in ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+@rule(vector.TransposeOp)
+def _transpose(ctx: RuleContext, op: vector.TransposeOp) -> None:
+    source, result = op.vector, op.result
+    permutation = tuple(int(p) for p in ir.DenseI64ArrayAttr(op.permutation))
     ctx.derive(result, source, Transpose(tuple(ir.VectorType(source.type).shape), permutation),
                "vector.transpose permutes its operand's layout")
 
 
-@rule("scf.for")
-def _for(ctx: RuleContext, op: ir.Operation) -> None:
+def _yielded(block: ir.Block) -> list[ir.Value]:
+    """The operands of the scf.yield ending `block`."""
+    return list(list(block.operations)[-1].operation.operands)
+
+
+@rule(scf.ForOp)
+def _for(ctx: RuleContext, op: scf.ForOp) -> None:
     """A loop-carried vector has one layout: initial value, iteration argument, yielded
     value and result."""
-    body = op.regions[0].blocks[0]
-    yielded = list(body.operations)[-1].operands
-    carried = list(op.operands)[3:]
-    for init, argument, value, result in zip(carried, list(body.arguments)[1:], yielded,
-                                             op.results, strict=True):
+    for init, argument, value, result in zip(op.initArgs, op.inner_iter_args,
+                                             _yielded(op.body), op.results, strict=True):
         if is_vector(result):
             reason = "a loop-carried value keeps its layout across iterations"
             ctx.equal(init, result, reason)
@@ -261,10 +271,10 @@ def _for(ctx: RuleContext, op: ir.Operation) -> None:
             ctx.equal(value, result, reason)
 
 
-@rule("scf.if")
-def _if(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(scf.IfOp)
+def _if(ctx: RuleContext, op: scf.IfOp) -> None:
     """Each result shares its layout with the values both branches yield for it."""
-    branches = [list(region.blocks[0].operations)[-1].operands for region in op.regions
+    branches = [_yielded(region.blocks[0]) for region in (op.thenRegion, op.elseRegion)
                 if len(region.blocks)]
     for i, result in enumerate(op.results):
         if is_vector(result):
@@ -272,70 +282,46 @@ def _if(ctx: RuleContext, op: ir.Operation) -> None:
                 ctx.equal(yielded[i], result, "scf.if yields one layout from both branches")
 
 
-@rule("scf.yield")
-def _yield(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(scf.YieldOp)
+def _yield(ctx: RuleContext, op: scf.YieldOp) -> None:
     """Constrained by the parent op (scf.for, scf.if)."""
-    for operand in op.operands:
+    for operand in op.operation.operands:
         if is_vector(operand):
             ctx.var(operand)
 
 
-@rule("memref.subview", "memref.cast")
-def _smem_view(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(memref.SubViewOp, memref.CastOp)
+def _smem_view(ctx: RuleContext, op: memref.SubViewOp | memref.CastOp) -> None:
     """A view of an SMEM ref keeps its transforms (views select whole tiles)."""
-    source, result = op.operands[0], op.results[0]
+    source, result = op.source, op.result
     if is_smem_ref(source) and is_smem_ref(result):
         ctx.equal(source, result, "a view of a shared-memory ref keeps its transforms")
 
 
-# Shared memory, barriers, TMA and wgmma. (Imports stay local: this section is appended.)
+# Shared memory, barriers, TMA and wgmma.
 
-def _element_bytes(value: ir.Value) -> int:
-    return max(bitwidth(ir.ShapedType(value.type).element_type) // 8, 1)
-
-
-@rule("smalti.slice_smem")
-def _slice_smem(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(SliceSmemOp)
+def _slice_smem(ctx: RuleContext, op: SliceSmemOp) -> None:
     """A slice takes whatever transforms its users agree on (none by default)."""
-    ctx.var(op.results[0])
+    ctx.var(op.result)
 
 
-@rule("smalti.with_transforms")
-def _with_transforms(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(WithTransformsOp)
+def _with_transforms(ctx: RuleContext, op: WithTransformsOp) -> None:
     """The ref (and so the memory it views) has exactly the given transforms."""
-    from smalti.dialect.attributes import attr_to_transforms
-
-    ctx.equal(op.operands[0], op.results[0], "with_transforms views the same memory")
-    ctx.fix(op.results[0], tuple(attr_to_transforms(op.attributes["transforms"])),
-            "with_transforms sets the transforms")
+    ctx.equal(op.source, op.result, "with_transforms views the same memory")
+    ctx.fix(op.result, op.transforms, "with_transforms sets the transforms")
 
 
-def _with_smem_ref(register_rule: Rule, position: int) -> Rule:
-    """`register_rule`, plus a variable for an SMEM ref operand (so in_transforms are written)."""
-
-    def extended(ctx: RuleContext, op: ir.Operation) -> None:
-        register_rule(ctx, op)
-        if is_smem_ref(op.operands[position]):
-            ctx.var(op.operands[position])
-
-    return extended
-
-
-RULES[VectorLoadOp.OPERATION_NAME] = _with_smem_ref(_vector_load, 0)
-RULES[VectorStoreOp.OPERATION_NAME] = _with_smem_ref(_vector_store, 1)
-
-
-@rule("smalti.initialize_barrier", "smalti.arrive", "smalti.arrive_expect_tx", "smalti.wait")
-def _barriers(ctx: RuleContext, op: ir.Operation) -> None:
-    ctx.fix(op.operands[0], (), "an mbarrier array is a plain array of 8-byte objects")
+@rule(InitializeBarrierOp, ArriveOp, ArriveExpectTxOp, WaitOp)
+def _barriers(ctx: RuleContext,
+              op: InitializeBarrierOp | ArriveOp | ArriveExpectTxOp | WaitOp) -> None:
+    ctx.fix(op.barriers, (), "an mbarrier array is a plain array of 8-byte objects")
 
 
 def tma_hint(shape: tuple[int, ...], element_bytes: int) -> tuple:
     """The widest swizzle whose tiles TMA can write for this shape, as tall as a box allows
     (few boxes per copy), or no transforms."""
-    from smalti.tiling import SwizzleTransform, TileTransform
-    from smalti.tiling.smem import tall_tile_rows
-
     if len(shape) < 2 or shape[-2] % 8:
         return ()
     for span in (128, 64, 32):
@@ -349,9 +335,7 @@ def _tma_ref(ctx: RuleContext, ref: ir.Value, verb: str,
              part: tuple[int, ...] | None = None) -> None:
     """TMA-compatible transforms for `ref`; with `part` (what one CTA of a collective load
     copies), tiles that the part also divides into."""
-    from smalti.tiling import tma_incompatibility
-
-    shape, size = tuple(ir.MemRefType(ref.type).shape), _element_bytes(ref)
+    shape, size = tuple(ir.MemRefType(ref.type).shape), element_bytes(ref.type)
     part = part or shape
     ctx.hint(ref, tma_hint(part, size), TOLERATED, f"TMA {verb} swizzled tiles fastest")
     ctx.require(ref, lambda t: tma_incompatibility(t, size, shape),
@@ -361,17 +345,15 @@ def _tma_ref(ctx: RuleContext, ref: ir.Value, verb: str,
                     f"TMA {verb} each collective part {list(part)} of this shared-memory ref")
 
 
-@rule("smalti.async_load")
-def _async_load(ctx: RuleContext, op: ir.Operation) -> None:
-    from smalti.dialect.ops_memory import collective_part_shape
-
-    ctx.fix(op.operands[2], (), "an mbarrier array is a plain array of 8-byte objects")
-    _tma_ref(ctx, op.operands[1], "writes", collective_part_shape(op))
+@rule(AsyncLoadOp)
+def _async_load(ctx: RuleContext, op: AsyncLoadOp) -> None:
+    ctx.fix(op.barriers, (), "an mbarrier array is a plain array of 8-byte objects")
+    _tma_ref(ctx, op.destination, "writes", op.part_shape())
 
 
-@rule("smalti.async_store")
-def _async_store(ctx: RuleContext, op: ir.Operation) -> None:
-    _tma_ref(ctx, op.operands[0], "reads")
+@rule(AsyncStoreOp)
+def _async_store(ctx: RuleContext, op: AsyncStoreOp) -> None:
+    _tma_ref(ctx, op.source, "reads")
 
 
 def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_bytes: int,
@@ -381,15 +363,6 @@ def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_byt
     an operand wgmma cannot transpose (f32, f8), is "A" or "B": then the transpose is
     required (B) or forbidden (A), so K is contiguous in memory. With `operand` ("A" or
     "B"), also that one descriptor per instruction describes it (`wgmma_stride_problem`)."""
-    from smalti.tiling import (
-        LayoutError,
-        SwizzleTransform,
-        TileTransform,
-        TransposeTransform,
-        physical_shape,
-    )
-    from smalti.tiling.smem import wgmma_stride_problem
-
     body = tuple(transforms)
     transposed = bool(body) and body[0] == TransposeTransform((1, 0))
     if transposed:
@@ -415,16 +388,13 @@ def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_byt
     return None
 
 
-@rule("smalti.wgmma")
-def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(WgmmaOp)
+def _wgmma(ctx: RuleContext, op: WgmmaOp) -> None:
     """The accumulator lives in the WGMMA layout, A in registers in the A fragment layout of
     its bit width; SMEM operands in canonical swizzled tiles."""
-    from smalti.tiling import WGMMA_A_LAYOUTS, WGMMA_LAYOUT, LayoutError, wgmma_operand_transforms
-    from smalti.tiling.smem import tall_tile_rows
-
-    acc, a, b = op.operands
+    acc, a, b = op.accumulator, op.a, op.b
     ctx.fix(acc, WGMMA_LAYOUT, "wgmma accumulates in the WGMMA register layout")
-    ctx.equal(acc, op.results[0], "wgmma's result replaces its accumulator")
+    ctx.equal(acc, op.result, "wgmma's result replaces its accumulator")
     if is_vector(a):
         bits = bitwidth(ir.VectorType(a.type).element_type)
         if bits in WGMMA_A_LAYOUTS:  # other types: the verifier reports them
@@ -433,7 +403,7 @@ def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
     for name, ref in (("A", a), ("B", b)):
         if not is_smem_ref(ref):
             continue
-        shape, size = tuple(ir.MemRefType(ref.type).shape), _element_bytes(ref)
+        shape, size = tuple(ir.MemRefType(ref.type).shape), element_bytes(ref.type)
         k_major = None if size == 2 else name  # wgmma transposes only 16-bit operands
         transposed = k_major == "B"
         rows = shape[1] if transposed else shape[0]
@@ -452,23 +422,23 @@ def _wgmma(ctx: RuleContext, op: ir.Operation) -> None:
                     "wgmma reads this operand from shared memory")
 
 
-@rule("smalti.broadcast_in_dim")
-def _broadcast_in_dim(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(BroadcastInDimOp)
+def _broadcast_in_dim(ctx: RuleContext, op: BroadcastInDimOp) -> None:
     """The operand's layout carried to the result, the unlisted dims being the new ones."""
-    source, result = op.operands[0], op.results[0]
+    source, result = op.source, op.result
     shape = tuple(ir.VectorType(source.type).shape)
     new_shape = tuple(ir.VectorType(result.type).shape)
-    dims = tuple(int(d) for d in ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"]))
+    dims = op.broadcast_dimensions
     added = tuple(d for d in range(len(new_shape)) if d not in dims)
     stretched = tuple(d for i, d in enumerate(dims) if shape[i] == 1 and new_shape[d] != 1)
     ctx.derive(result, source, Broadcast(shape, new_shape, added, stretched),
                "broadcast_in_dim replicates its operand's layout along the new dims")
 
 
-@rule("smalti.iota")
-def _iota(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(IotaOp)
+def _iota(ctx: RuleContext, op: IotaOp) -> None:
     """Any distributed layout works (each thread computes its indices); strided is widest."""
-    result = op.results[0]
+    result = op.result
     var = ctx.var(result)
     strided = widest_strided_layout(var.shape, var.bitwidth)
     if strided is not None:
@@ -476,10 +446,10 @@ def _iota(ctx: RuleContext, op: ir.Operation) -> None:
     ctx.allow(result, MEMORY_LAYOUT_KINDS, "iota holds distinct values, not a splat")
 
 
-@rule("smalti.optimization_barrier")
-def _optimization_barrier(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(OptimizationBarrierOp)
+def _optimization_barrier(ctx: RuleContext, op: OptimizationBarrierOp) -> None:
     """Each result is its operand: one layout."""
-    for operand, result in zip(op.operands, op.results, strict=True):
+    for operand, result in zip(op.values, op.outputs, strict=True):
         if is_vector(result):
             ctx.equal(operand, result, "optimization_barrier passes values through")
 
@@ -505,17 +475,18 @@ def _slice_alignment(offsets: tuple[int, ...], sizes: tuple[int, ...], shape: tu
     return test
 
 
-def _slice_geometry(op: ir.Operation, large: ir.Value) -> tuple[tuple[int, ...], ...]:
+def _slice_geometry(op: vector.ExtractStridedSliceOp | vector.InsertStridedSliceOp,
+                    large: ir.Value) -> tuple[tuple[int, ...], ...]:
     shape = tuple(ir.VectorType(large.type).shape)
-    offsets = tuple(int(ir.IntegerAttr(a).value) for a in op.attributes["offsets"])
+    offsets = tuple(int(ir.IntegerAttr(a).value) for a in op.offsets)
     offsets = offsets + (0,) * (len(shape) - len(offsets))
     return shape, offsets
 
 
-@rule("vector.extract_strided_slice")
-def _extract_strided_slice(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(vector.ExtractStridedSliceOp)
+def _extract_strided_slice(ctx: RuleContext, op: vector.ExtractStridedSliceOp) -> None:
     """The slice keeps the layout of its source; it must be made of whole tiles."""
-    source, result = op.operands[0], op.results[0]
+    source, result = op.source, op.result
     shape, offsets = _slice_geometry(op, source)
     sizes = tuple(ir.VectorType(result.type).shape)
     ctx.equal(source, result, "a slice keeps its source's layout")
@@ -523,10 +494,10 @@ def _extract_strided_slice(ctx: RuleContext, op: ir.Operation) -> None:
                 "vector.extract_strided_slice takes whole tiles")
 
 
-@rule("vector.insert_strided_slice")
-def _insert_strided_slice(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(vector.InsertStridedSliceOp)
+def _insert_strided_slice(ctx: RuleContext, op: vector.InsertStridedSliceOp) -> None:
     """The inserted value, the destination and the result share a layout; whole tiles."""
-    source, destination, result = op.operands[0], op.operands[1], op.results[0]
+    source, destination, result = op.valueToStore, op.dest, op.result
     shape, offsets = _slice_geometry(op, destination)
     sizes = tuple(ir.VectorType(source.type).shape)
     ctx.equal(source, result, "an inserted slice has its destination's layout")
@@ -535,7 +506,7 @@ def _insert_strided_slice(ctx: RuleContext, op: ir.Operation) -> None:
                 "vector.insert_strided_slice writes whole tiles")
 
 
-@rule("smalti.debug_print")
-def _debug_print(ctx: RuleContext, op: ir.Operation) -> None:
+@rule(DebugPrintOp)
+def _debug_print(ctx: RuleContext, op: DebugPrintOp) -> None:
     """A printed vector may have any layout, splat included: the host reassembles it."""
-    ctx.var(op.operands[0])
+    ctx.var(op.value)

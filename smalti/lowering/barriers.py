@@ -21,13 +21,22 @@ import math
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.checks import constant_index, smem_size_bytes
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.kernel import enclosing_kernel
-from smalti.dialect.ops import constant_index
-from smalti.dialect.ops_memory import cluster_dims, smem_size_bytes
+from smalti.dialect.launch import enclosing_kernel
+from smalti.dialect.ops_memory import AsyncLoadOp, SliceSmemOp, WithTransformsOp
+from smalti.dialect.ops_sync import (
+    ArriveExpectTxOp,
+    ArriveOp,
+    ClusterBarrierOp,
+    InitializeBarrierOp,
+    WaitOp,
+    WarpgroupBarrierOp,
+)
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, smem_address, smem_ref
+from smalti.lowering.warpgroup import known_warpgroup, warpgroup_index
 from smalti.ptx import Address, Guard, Immediate, Register, Symbol
 from smalti.tiling import WARPGROUP_SIZE
 
@@ -49,8 +58,6 @@ def warpgroup_sync(ctx: LoweringContext) -> None:
     if ctx.signature.warpgroups == 1:
         b.emit("bar.sync", Immediate(1), Immediate(WARPGROUP_SIZE))
         return
-    from smalti.lowering.warpgroup import known_warpgroup, warpgroup_index
-
     known = known_warpgroup(ctx)
     if known is not None:  # a constant id: ptxas then reserves only the barriers used
         b.emit("bar.sync", Immediate(1 + known), Immediate(WARPGROUP_SIZE))
@@ -59,7 +66,7 @@ def warpgroup_sync(ctx: LoweringContext) -> None:
     b.emit("bar.sync", ident, Immediate(WARPGROUP_SIZE))
 
 
-def barrier_address(ctx: LoweringContext, op: ir.Operation, bars: SmemRef,
+def barrier_address(ctx: LoweringContext, op: ir.OpView, bars: SmemRef,
                     index: ir.Value) -> Address:
     """The shared address of barrier `index` of the array."""
     scalar = ctx.scalar(op, index)
@@ -70,10 +77,10 @@ def barrier_address(ctx: LoweringContext, op: ir.Operation, bars: SmemRef,
     return Address(b.compute("mad.lo.u32", "u32", low, BARRIER_BYTES, smem_address(ctx, bars)))
 
 
-@lowering_rule("smalti.initialize_barrier")
-def _initialize(ctx: LoweringContext, op: ir.Operation) -> None:
-    bars = smem_ref(ctx, op, op.operands[0])
-    count = ir.IntegerAttr(op.attributes["arrival_count"]).value
+@lowering_rule(InitializeBarrierOp)
+def _initialize(ctx: LoweringContext, op: InitializeBarrierOp) -> None:
+    bars = smem_ref(ctx, op, op.barriers)
+    count = op.arrival_count
     b = ctx.builder
     base = smem_address(ctx, bars)  # before the branch: later ops reuse it (memoised)
     first = b.compute("setp.eq.u32", "pred", b.special("%tid.x"), 0)
@@ -87,10 +94,10 @@ def _initialize(ctx: LoweringContext, op: ir.Operation) -> None:
     b.emit("bar.sync", Immediate(0))
 
 
-@lowering_rule("smalti.arrive")
-def _arrive(ctx: LoweringContext, op: ir.Operation) -> None:
-    address = barrier_address(ctx, op, smem_ref(ctx, op, op.operands[0]), op.operands[1])
-    dims = cluster_dims(op)
+@lowering_rule(ArriveOp)
+def _arrive(ctx: LoweringContext, op: ArriveOp) -> None:
+    address = barrier_address(ctx, op, smem_ref(ctx, op, op.barriers), op.index)
+    dims = op.collective
     if not dims:
         ctx.builder.emit("mbarrier.arrive.shared::cta.b64", SINK, address)
         return
@@ -130,15 +137,14 @@ def _peer_rank(ctx: LoweringContext, dims: tuple[int, ...]) -> tuple[Register, G
     return ctx.cache[key]
 
 
-@lowering_rule("smalti.arrive_expect_tx")
-def _arrive_expect_tx(ctx: LoweringContext, op: ir.Operation) -> None:
-    address = barrier_address(ctx, op, smem_ref(ctx, op, op.operands[0]), op.operands[1])
-    count = ir.IntegerAttr(op.attributes["bytes"]).value
+@lowering_rule(ArriveExpectTxOp)
+def _arrive_expect_tx(ctx: LoweringContext, op: ArriveExpectTxOp) -> None:
+    address = barrier_address(ctx, op, smem_ref(ctx, op, op.barriers), op.index)
     ctx.builder.emit("mbarrier.arrive.expect_tx.shared::cta.b64", SINK, address,
-                     Immediate(count), guard=Guard(leader(ctx)))
+                     Immediate(op.bytes), guard=Guard(leader(ctx)))
 
 
-def _parity(ctx: LoweringContext, op: ir.Operation, value: ir.Value) -> Register | Immediate:
+def _parity(ctx: LoweringContext, op: ir.OpView, value: ir.Value) -> Register | Immediate:
     scalar = ctx.scalar(op, value)
     if scalar.constant is not None:
         return Immediate(int(scalar.constant) & 1)
@@ -155,10 +161,10 @@ def _parity(ctx: LoweringContext, op: ir.Operation, value: ir.Value) -> Register
     return b.compute("and.b32", "u32", low, 1)
 
 
-@lowering_rule("smalti.wait")
-def _wait(ctx: LoweringContext, op: ir.Operation) -> None:
-    address = barrier_address(ctx, op, smem_ref(ctx, op, op.operands[0]), op.operands[1])
-    parity = _parity(ctx, op, op.operands[2])
+@lowering_rule(WaitOp)
+def _wait(ctx: LoweringContext, op: WaitOp) -> None:
+    address = barrier_address(ctx, op, smem_ref(ctx, op, op.barriers), op.index)
+    parity = _parity(ctx, op, op.parity)
     b = ctx.builder
     loop = b.new_label("wait")
     b.place(loop)
@@ -168,30 +174,26 @@ def _wait(ctx: LoweringContext, op: ir.Operation) -> None:
     b.emit("bra", loop, guard=Guard(done, negated=True))
 
 
-def _signalled_by_peers(ctx: LoweringContext, op: ir.Operation) -> bool:
+def _signalled_by_peers(ctx: LoweringContext, op: WaitOp) -> bool:
     """Whether other CTAs of the cluster may complete phases of the wait's barriers: a
     collective arrive or a collective async_load names barriers overlapping them."""
-    if "peer_barriers" not in ctx.kernel_state:
-        ctx.kernel_state["peer_barriers"] = _peer_barrier_ranges(op)
-    ranges = ctx.kernel_state["peer_barriers"]
-    bars = smem_ref(ctx, op, op.operands[0])
+    if ctx.peer_barriers is None:
+        ctx.peer_barriers = _peer_barrier_ranges(op)
+    ranges = ctx.peer_barriers
+    bars = smem_ref(ctx, op, op.barriers)
     end = bars.offset + bars.size_bytes
     return any(start < end and bars.offset < stop for start, stop in ranges)
 
 
-def _peer_barrier_ranges(op: ir.Operation) -> tuple[tuple[int, float], ...]:
+def _peer_barrier_ranges(op: WaitOp) -> tuple[tuple[int, float], ...]:
     """Byte ranges of the barrier arrays other CTAs signal, in the kernel enclosing `op`."""
-    func = enclosing_kernel(op)
+    func = enclosing_kernel(op.operation)
     ranges: list[tuple[int, float]] = []
 
     def visit(inner: ir.Operation) -> ir.WalkResult:
-        inner = inner.operation
-        if "collective" in inner.attributes:
-            match inner.name:
-                case "smalti.arrive":
-                    ranges.append(_static_range(inner.operands[0]))
-                case "smalti.async_load":
-                    ranges.append(_static_range(inner.operands[2]))
+        view = inner.operation.opview
+        if isinstance(view, ArriveOp | AsyncLoadOp) and view.collective:
+            ranges.append(_static_range(view.barriers))
         return ir.WalkResult.ADVANCE
 
     if func is not None:
@@ -204,23 +206,23 @@ def _static_range(value: ir.Value) -> tuple[int, float]:
     owner = value.owner
     if isinstance(owner, ir.Block):
         return (0, math.inf)
-    owner = owner.operation
-    if owner.name == "smalti.with_transforms":
-        return _static_range(owner.operands[0])
-    offset = constant_index(owner.operands[0]) if owner.name == "smalti.slice_smem" else None
+    owner = owner.operation.opview
+    if isinstance(owner, WithTransformsOp):
+        return _static_range(owner.source)
+    offset = constant_index(owner.offset) if isinstance(owner, SliceSmemOp) else None
     if offset is None:
         return (0, math.inf)
     return (offset, offset + smem_size_bytes(value.type))
 
 
-@lowering_rule("smalti.warpgroup_barrier")
-def _warpgroup_barrier(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(WarpgroupBarrierOp)
+def _warpgroup_barrier(ctx: LoweringContext, op: WarpgroupBarrierOp) -> None:
     del op
     warpgroup_sync(ctx)
 
 
-@lowering_rule("smalti.cluster_barrier")
-def _cluster_barrier(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(ClusterBarrierOp)
+def _cluster_barrier(ctx: LoweringContext, op: ClusterBarrierOp) -> None:
     """The default semantics (arrive.release, wait.acquire) order shared-memory accesses and
     mbarrier inits across the cluster."""
     del op

@@ -10,6 +10,7 @@ arith.extf.
 from __future__ import annotations
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith
 
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering import packing
@@ -32,10 +33,11 @@ CMPF = {1: "eq", 2: "gt", 3: "ge", 4: "lt", 5: "le", 6: "ne", 7: "num", 8: "equ"
 # arith.cmpi predicates: (comparison, signed).
 CMPI = {0: ("eq", True), 1: ("ne", True), 2: ("lt", True), 3: ("le", True), 4: ("gt", True),
         5: ("ge", True), 6: ("lt", False), 7: ("le", False), 8: ("gt", False), 9: ("ge", False)}
-CONVERSIONS = {  # op -> (rounding of the cvt, signed integer side)
-    "arith.sitofp": ("rn", True), "arith.uitofp": ("rn", False),
-    "arith.fptosi": ("rzi", True), "arith.fptoui": ("rzi", False),
+CONVERSIONS: dict[type[ir.OpView], tuple[str, bool]] = {  # (the cvt's rounding, signed?)
+    arith.SIToFPOp: ("rn", True), arith.UIToFPOp: ("rn", False),
+    arith.FPToSIOp: ("rzi", True), arith.FPToUIOp: ("rzi", False),
 }
+TO_FLOAT = (arith.SIToFPOp, arith.UIToFPOp)
 
 
 class _Elements:
@@ -56,7 +58,7 @@ class _Elements:
         return self.parts[key][i % array.pack]
 
 
-def _no_fp8(op: ir.Operation, *elements) -> None:
+def _no_fp8(op: ir.OpView, *elements) -> None:
     """fp8 values have no PTX comparisons or integer conversions: a located error."""
     for element in elements:
         if element is not None and element.name in FP8_NAMES:
@@ -70,9 +72,9 @@ def _as_f32(ctx: LoweringContext, array: FragmentedArray, register: Register) ->
     return ctx.builder.compute(f"cvt.f32.{array.element.scalar}", "f32", register)
 
 
-def _build(ctx: LoweringContext, op: ir.Operation, make) -> None:
+def _build(ctx: LoweringContext, op: ir.OpView, make) -> None:
     """The op's vector result, element by element (`make(v, i)`), packed as its type is."""
-    result = op.results[0]
+    result = op.operation.result
     shape = tuple(ir.VectorType(result.type).shape)
     element = vector_element_type(ir.VectorType(result.type).element_type)
     if element is None:
@@ -88,19 +90,20 @@ def _build(ctx: LoweringContext, op: ir.Operation, make) -> None:
     ctx.set(result, FragmentedArray(layout, shape, element, tuple(vectors), length))
 
 
-@lowering_rule("arith.cmpf")
-def _cmpf(ctx: LoweringContext, op: ir.Operation) -> None:
-    if not isinstance(op.results[0].type, ir.VectorType):
+@lowering_rule(arith.CmpFOp)
+def _cmpf(ctx: LoweringContext, op: arith.CmpFOp) -> None:
+    if not isinstance(op.result.type, ir.VectorType):
         raise error_at(op, "scalar float comparisons are not supported yet")
     lower_vector_compare(ctx, op)
 
 
-def lower_vector_compare(ctx: LoweringContext, op: ir.Operation) -> None:
+def lower_vector_compare(ctx: LoweringContext, op: arith.CmpFOp | arith.CmpIOp) -> None:
     """arith.cmpf / arith.cmpi on vectors: one setp per element, into predicates."""
-    a, b = (ctx.array(op, v) for v in op.operands)
+    a, b = ctx.array(op, op.lhs), ctx.array(op, op.rhs)
     _no_fp8(op, a.element)
-    predicate = ir.IntegerAttr(op.attributes["predicate"]).value
-    if op.name == "arith.cmpf":
+    predicate = ir.IntegerAttr(op.predicate).value
+    floats = isinstance(op, arith.CmpFOp)
+    if floats:
         if predicate not in CMPF:
             raise error_at(op, "the always-false and always-true predicates are not supported")
         opcode = f"setp.{CMPF[predicate]}.f32"
@@ -111,17 +114,17 @@ def lower_vector_compare(ctx: LoweringContext, op: ir.Operation) -> None:
 
     def make(v: int, i: int) -> Register:
         x, y = elements_a(v, i), elements_b(v, i)
-        if op.name == "arith.cmpf":
+        if floats:
             x, y = _as_f32(ctx, a, x), _as_f32(ctx, b, y)
         return ctx.builder.compute(opcode, "pred", x, y)
 
     _build(ctx, op, make)
 
 
-def lower_vector_select(ctx: LoweringContext, op: ir.Operation) -> None:
+def lower_vector_select(ctx: LoweringContext, op: arith.SelectOp) -> None:
     """arith.select of vectors, by a vector of i1 (per element) or an i1 scalar (uniform)."""
-    condition = op.operands[0]
-    a, b = (ctx.array(op, v) for v in op.operands[1:])
+    condition = op.condition
+    a, b = ctx.array(op, op.true_value), ctx.array(op, op.false_value)
     bits = register_bits(a.element, 1)  # a lone byte is selected as its .b16
     opcode = f"selp.b{bits}" if a.element.scalar != "f32" else "selp.f32"
     register_type = a.element.scalar
@@ -133,8 +136,8 @@ def lower_vector_select(ctx: LoweringContext, op: ir.Operation) -> None:
                                                   a.register_type, x, y, predicate.operand)
                               for x, y in zip(va, vb, strict=True))
                         for va, vb in zip(a.vectors, b.vectors, strict=True))
-        ctx.set(op.results[0], FragmentedArray(a.layout, a.shape, a.element, vectors,
-                                               a.vector_length))
+        ctx.set(op.result, FragmentedArray(a.layout, a.shape, a.element, vectors,
+                                           a.vector_length))
         return
     mask = ctx.array(op, condition)
     elements_a, elements_b = _Elements(ctx, a), _Elements(ctx, b)
@@ -147,16 +150,17 @@ def lower_vector_select(ctx: LoweringContext, op: ir.Operation) -> None:
 
 
 @lowering_rule(*CONVERSIONS)
-def _convert(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = ctx.array(op, op.operands[0])
-    target = vector_element_type(ir.VectorType(op.results[0].type).element_type)
+def _convert(ctx: LoweringContext, op: arith.SIToFPOp | arith.UIToFPOp | arith.FPToSIOp
+             | arith.FPToUIOp) -> None:
+    source = ctx.array(op, op.in_)
+    target = vector_element_type(ir.VectorType(op.out.type).element_type)
     if target is None:
-        raise error_at(op, f"vectors of {op.results[0].type} are not supported")
+        raise error_at(op, f"vectors of {op.out.type} are not supported")
     _no_fp8(op, source.element, target)
-    rounding, signed = CONVERSIONS[op.name]
-    integer = target if op.name.endswith("tosi") or op.name.endswith("toui") else source.element
+    rounding, signed = CONVERSIONS[type(op)]
+    to_float = isinstance(op, TO_FLOAT)
+    integer = source.element if to_float else target
     int_type = f"{'s' if signed else 'u'}{integer.bits}"
-    to_float = op.name.endswith("tofp")
     opcode = (f"cvt.{rounding}.{target.scalar}.{int_type}" if to_float
               else f"cvt.{rounding}.{int_type}.{source.element.scalar}")
     elements = _Elements(ctx, source)
@@ -168,24 +172,26 @@ def _convert(ctx: LoweringContext, op: ir.Operation) -> None:
     _build(ctx, op, make)
 
 
-@lowering_rule("arith.extsi", "arith.extui", "arith.trunci")
-def _integer_width(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp)
+def _integer_width(ctx: LoweringContext, op: arith.ExtSIOp | arith.ExtUIOp | arith.TruncIOp
+                   ) -> None:
     """Integer widening (sign- or zero-extending) and narrowing (keeping the low bits); an i1
     widens to -1/0 (extsi) or 1/0 (extui) and narrows from the lowest bit."""
-    source = ctx.array(op, op.operands[0])
-    target = vector_element_type(ir.VectorType(op.results[0].type).element_type)
+    source = ctx.array(op, op.in_)
+    target = vector_element_type(ir.VectorType(op.out.type).element_type)
     if target is None or target.is_float or source.element.is_float:
-        raise error_at(op, f"vectors of {op.results[0].type} are not supported")
+        raise error_at(op, f"vectors of {op.out.type} are not supported")
     b = ctx.builder
     elements = _Elements(ctx, source)
-    signed = "s" if op.name == "arith.extsi" else "u"
+    sign_extends = isinstance(op, arith.ExtSIOp)
+    signed = "s" if sign_extends else "u"
     if target.scalar == "pred":  # trunci to i1: the lowest bit
         def make(v: int, i: int) -> Register:
             low = b.compute(f"and.b{source.element.bits}", f"b{source.element.bits}",
                             elements(v, i), 1)
             return b.compute(f"setp.ne.b{source.element.bits}", "pred", low, 0)
     elif source.element.scalar == "pred":
-        true = -1 if op.name == "arith.extsi" else 1
+        true = -1 if sign_extends else 1
 
         def make(v: int, i: int) -> Register:
             return b.compute(f"selp.b{target.bits}", target.scalar, true, 0, elements(v, i))

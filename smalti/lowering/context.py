@@ -1,18 +1,36 @@
-"""State of lowering one kernel: the PTX builder and what each MLIR value became."""
+"""State of lowering one kernel: the PTX builder, what each MLIR value became, what rules
+share across the kernel; and lowering a block of ops through the rule registry."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import scf
 
 from smalti.dialect.attributes import attr_to_layouts
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.kernel import KernelSignature
+from smalti.dialect.kernel import KernelSignature, TensorMapRecord
+from smalti.dialect.ops_debug import DebugPrintRecord
+from smalti.dialect.verifier import verify_op
+from smalti.lowering.registry import RULES
 from smalti.lowering.values import BufferValue, FragmentedArray, LoweredValue, ScalarValue
 from smalti.ptx import Guard, KernelBuilder, Register, Symbol
 from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout
+
+TensorMapKey = tuple[int, tuple[int, ...], int | None]  # (argument, box, swizzle)
+
+
+@dataclass(frozen=True)
+class DebugBuffer:
+    """The kernel's debug buffer: global address, this thread's instance, ops and records."""
+
+    base: Register
+    instance: Register | None  # None: one block of one warpgroup (instance 0)
+    ops: tuple[ir.Operation, ...]
+    records: tuple[DebugPrintRecord, ...]
 
 
 class LoweringContext:
@@ -28,8 +46,28 @@ class LoweringContext:
         # Whether the threads may have stored to shared memory since the last
         # fence.proxy.async (smalti.lowering.proxy); a region can only set it for what follows.
         self.unpublished_smem_writes = False
-        self.kernel_state: dict[str, object] = {}  # per-kernel, kept across regions
+        # Per kernel, kept across regions:
+        self.tensor_maps: dict[TensorMapKey, Register] = {}  # generic address of each map
+        self.tensor_map_records: tuple[TensorMapRecord, ...] = ()  # the maps it takes
+        self.debug_buffer: DebugBuffer | None = None
+        self.smem_declared = False  # the dynamic shared buffer's .extern .shared
+        # Byte ranges of the barrier arrays other CTAs signal (None: not computed yet).
+        self.peer_barriers: tuple[tuple[int, float], ...] | None = None
         self._scratch_counts: dict[str, int] = {}
+
+    def lower_block(self, block: ir.Block) -> tuple[LoweredValue, ...]:
+        """Lower `block`'s ops in order; an `scf.yield` ends it and its lowered operands are
+        returned (the enclosing scf rule moves them where the region's results live)."""
+        for op in block.operations:
+            view = op.operation.opview
+            if isinstance(view, scf.YieldOp):
+                return tuple(self.get(v) for v in view.operation.operands)
+            rule = RULES.get(view)
+            if rule is None:
+                raise error_at(view.operation, "has no PTX lowering rule")
+            verify_op(view.operation)  # rules read fields: malformed ops stop here, located
+            rule(self, view)
+        return ()
 
     def set(self, value: ir.Value, lowered: LoweredValue) -> None:
         self.values[value] = lowered

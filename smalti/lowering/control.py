@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith, scf
 
 from smalti.dialect.diagnostics import error_at
+from smalti.dialect.ops_compute import OptimizationBarrierOp
 from smalti.lowering.compare import lower_vector_compare, lower_vector_select
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.proxy import writes_smem
@@ -43,17 +45,11 @@ _FOLD = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b
          "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 
 
-def _lower_block(ctx: LoweringContext, block: ir.Block) -> tuple[LoweredValue, ...]:
-    from smalti.lowering.lower import lower_block  # lower.py imports this module
-
-    return lower_block(ctx, block)
-
-
 def _mov(register: Register) -> str:
     return f"mov.{register.type}"
 
 
-def home_like(ctx: LoweringContext, op: ir.Operation, value: LoweredValue) -> LoweredValue:
+def home_like(ctx: LoweringContext, op: ir.OpView, value: LoweredValue) -> LoweredValue:
     """Fresh registers shaped like `value`: where a loop-carried value lives."""
     b = ctx.builder
     match value:
@@ -67,7 +63,7 @@ def home_like(ctx: LoweringContext, op: ir.Operation, value: LoweredValue) -> Lo
     raise error_at(op, "cannot carry a buffer through a loop or a branch")
 
 
-def home_for(ctx: LoweringContext, op: ir.Operation, result: ir.Value, layout) -> LoweredValue:
+def home_for(ctx: LoweringContext, op: ir.OpView, result: ir.Value, layout) -> LoweredValue:
     """Fresh registers for a result of `op` of its type (and inferred layout)."""
     b = ctx.builder
     if isinstance(result.type, ir.VectorType):
@@ -87,7 +83,7 @@ def home_for(ctx: LoweringContext, op: ir.Operation, result: ir.Value, layout) -
     return ScalarValue(b.reg(element.scalar), element, 1)
 
 
-def _registers(op: ir.Operation, value: LoweredValue) -> list[Operand]:
+def _registers(op: ir.OpView, value: LoweredValue) -> list[Operand]:
     match value:
         case FragmentedArray():
             return [r for vector in value.vectors for r in vector]
@@ -96,7 +92,7 @@ def _registers(op: ir.Operation, value: LoweredValue) -> list[Operand]:
     raise error_at(op, "cannot carry a buffer through a loop or a branch")
 
 
-def assign(ctx: LoweringContext, op: ir.Operation, homes: list[LoweredValue],
+def assign(ctx: LoweringContext, op: ir.OpView, homes: list[LoweredValue],
            values: list[LoweredValue]) -> None:
     """Move `values` into `homes` as one parallel move (a home read as a source is copied
     first, so swapping loop-carried values works)."""
@@ -127,14 +123,14 @@ def assign(ctx: LoweringContext, op: ir.Operation, homes: list[LoweredValue],
             b.emit(_mov(target), target, source)
 
 
-@lowering_rule("scf.for")
-def _for(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(scf.ForOp)
+def _for(ctx: LoweringContext, op: scf.ForOp) -> None:
     """counter = lower; [skip if counter >= upper]; body; counter += step; loop if < upper."""
-    lower, upper, step = (ctx.scalar(op, v) for v in list(op.operands)[:3])
+    lower, upper, step = (ctx.scalar(op, v) for v in (op.lowerBound, op.upperBound, op.step))
     if step.constant is not None and step.constant <= 0:
         raise error_at(op, f"has a non-positive step {step.constant}")
-    inits = [ctx.get(v) for v in list(op.operands)[3:]]
-    body = op.regions[0].blocks[0]
+    inits = [ctx.get(v) for v in op.initArgs]
+    body = op.body
     if lower.constant is not None and upper.constant is not None and step.constant is not None \
             and lower.constant >= upper.constant:
         for result, init in zip(op.results, inits, strict=True):
@@ -154,12 +150,12 @@ def _for(ctx: LoweringContext, op: ir.Operation) -> None:
             b.emit("bra.uni", done, guard=Guard(skip))
         b.place(start)
         divisor = math.gcd(lower.divisor, step.divisor)
-        ctx.set(body.arguments[0], ScalarValue(counter, INDEX, divisor))
-        for argument, home in zip(list(body.arguments)[1:], homes, strict=True):
+        ctx.set(op.induction_variable, ScalarValue(counter, INDEX, divisor))
+        for argument, home in zip(op.inner_iter_args, homes, strict=True):
             ctx.set(argument, home)
         if writes_smem(body):  # the previous iteration's stores precede this one's reads
             ctx.unpublished_smem_writes = True
-        yielded = _lower_block(ctx, body)
+        yielded = ctx.lower_block(body)
         assign(ctx, op, homes, list(yielded))
         b.emit("add.s64", counter, counter, step.operand)
         again = b.compute("setp.lt.s64", "pred", counter, upper.operand)
@@ -169,14 +165,15 @@ def _for(ctx: LoweringContext, op: ir.Operation) -> None:
         ctx.set(result, home)
 
 
-@lowering_rule("scf.if")
-def _if(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(scf.IfOp)
+def _if(ctx: LoweringContext, op: scf.IfOp) -> None:
     """@!cond bra else; then; bra end; else: else; end: (results in shared homes)."""
-    condition = ctx.scalar(op, op.operands[0])
-    regions = [region.blocks[0] if len(region.blocks) else None for region in op.regions]
+    condition = ctx.scalar(op, op.condition)
+    regions = [region.blocks[0] if len(region.blocks) else None
+               for region in (op.thenRegion, op.elseRegion)]
     if condition.constant is not None:  # only the taken branch exists
         block = regions[0] if condition.constant else regions[1]
-        yielded = _lower_block(ctx, block) if block is not None else ()
+        yielded = ctx.lower_block(block) if block is not None else ()
         for result, value in zip(op.results, yielded, strict=True):
             ctx.set(result, value)
         return
@@ -189,85 +186,86 @@ def _if(ctx: LoweringContext, op: ir.Operation) -> None:
     otherwise = b.new_label("if_else") if regions[1] is not None else end
     b.emit("bra.uni", otherwise, guard=Guard(condition.operand, negated=True))  # type: ignore[arg-type]
     with ctx.region():
-        assign(ctx, op, homes, list(_lower_block(ctx, regions[0])))
+        assign(ctx, op, homes, list(ctx.lower_block(regions[0])))
     if regions[1] is not None:
         b.emit("bra.uni", end)
         b.place(otherwise)
         with ctx.region():
-            assign(ctx, op, homes, list(_lower_block(ctx, regions[1])))
+            assign(ctx, op, homes, list(ctx.lower_block(regions[1])))
     b.place(end)
     for result, home in zip(op.results, homes, strict=True):
         ctx.set(result, home)
 
 
-@lowering_rule("arith.cmpi")
-def _cmpi(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(arith.CmpIOp)
+def _cmpi(ctx: LoweringContext, op: arith.CmpIOp) -> None:
     """A uniform comparison of index or integer scalars: setp into a predicate."""
-    if isinstance(op.results[0].type, ir.VectorType):
+    if isinstance(op.result.type, ir.VectorType):
         lower_vector_compare(ctx, op)
         return
-    a, c = (ctx.scalar(op, v) for v in op.operands)
+    a, c = ctx.scalar(op, op.lhs), ctx.scalar(op, op.rhs)
     if a.type.bits == 1:
         raise error_at(op, "comparisons of i1 values are not supported")
-    predicate = CMPI[ir.IntegerAttr(op.attributes["predicate"]).value]
+    predicate = CMPI[ir.IntegerAttr(op.predicate).value]
     if a.constant is not None and c.constant is not None:
         x, y = int(a.constant), int(c.constant)
         if predicate in ("lo", "ls", "hi", "hs"):
             mask = (1 << a.type.bits) - 1
             x, y = x & mask, y & mask
         compare = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}.get(predicate, predicate)
-        ctx.set(op.results[0], constant_scalar(int(_FOLD[compare](x, y)), I1))
+        ctx.set(op.result, constant_scalar(int(_FOLD[compare](x, y)), I1))
         return
     if a.constant is not None:  # setp wants its first source in a register
         a, c, predicate = c, a, SWAPPED[predicate]
     signed = predicate in ("lt", "le", "gt", "ge")
     ptx_type = f"{'s' if signed else 'u' if predicate not in ('eq', 'ne') else 'b'}{a.type.bits}"
     result = ctx.builder.compute(f"setp.{predicate}.{ptx_type}", "pred", a.operand, c.operand)
-    ctx.set(op.results[0], ScalarValue(result, I1))
+    ctx.set(op.result, ScalarValue(result, I1))
 
 
-@lowering_rule("arith.select")
-def _select(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(arith.SelectOp)
+def _select(ctx: LoweringContext, op: arith.SelectOp) -> None:
     """A uniform choice between two scalars: selp (folded when the condition is known)."""
-    if isinstance(op.results[0].type, ir.VectorType):
+    if isinstance(op.result.type, ir.VectorType):
         lower_vector_select(ctx, op)
         return
-    condition, a, c = (ctx.scalar(op, v) for v in op.operands)
+    condition, a, c = (ctx.scalar(op, v) for v in (op.condition, op.true_value,
+                                                  op.false_value))
     if condition.constant is not None:
-        ctx.set(op.results[0], a if condition.constant else c)
+        ctx.set(op.result, a if condition.constant else c)
         return
     if a.type.bits == 1:
         raise error_at(op, "selecting between i1 values is not supported")
     ptx_type = a.type.scalar if a.type.bits != 16 else "b16"
     result = ctx.builder.compute(f"selp.{ptx_type}", a.type.scalar, a.operand, c.operand,
                                  condition.operand)
-    ctx.set(op.results[0], ScalarValue(result, a.type, math.gcd(a.divisor, c.divisor)))
+    ctx.set(op.result, ScalarValue(result, a.type, math.gcd(a.divisor, c.divisor)))
 
 
-@lowering_rule("arith.index_cast")
-def _index_cast(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(arith.IndexCastOp)
+def _index_cast(ctx: LoweringContext, op: arith.IndexCastOp) -> None:
     """index <-> i32 (sign-extending into index, truncating out of it)."""
-    source = ctx.scalar(op, op.operands[0])
-    target = element_type(op.results[0].type)
+    source = ctx.scalar(op, op.in_)
+    target = element_type(op.out.type)
     if target is None or target.bits not in (32, 64) or source.type.bits not in (32, 64):
-        raise error_at(op, f"casts only between index and i32/i64, not {op.results[0].type}")
+        raise error_at(op, f"casts only between index and i32/i64, not {op.out.type}")
     if source.constant is not None:
         value = int(source.constant)
         if target.bits == 32:
             value = (value + 2**31) % 2**32 - 2**31
-        ctx.set(op.results[0], constant_scalar(value, target))
+        ctx.set(op.out, constant_scalar(value, target))
         return
     if source.type.bits == target.bits:
-        ctx.set(op.results[0], ScalarValue(source.operand, target, source.divisor))
+        ctx.set(op.out, ScalarValue(source.operand, target, source.divisor))
         return
     opcode = "cvt.s64.s32" if target.bits == 64 else "cvt.u32.u64"
     register = ctx.builder.compute(opcode, target.scalar, source.operand)
     divisor = source.divisor if target.bits == 64 else math.gcd(source.divisor, 2**32)
-    ctx.set(op.results[0], ScalarValue(register, target, divisor))
+    ctx.set(op.out, ScalarValue(register, target, divisor))
 
 
-@lowering_rule("smalti.optimization_barrier")
-def _optimization_barrier(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(OptimizationBarrierOp)
+def _optimization_barrier(ctx: LoweringContext, op: OptimizationBarrierOp) -> None:
     """Values pass through unchanged: the barrier only stops MLIR rewrites across it."""
-    for operand, result in zip(op.operands, op.results, strict=True):
+    for operand, result in zip(op.values, op.outputs, strict=True):
         ctx.set(result, ctx.get(operand))

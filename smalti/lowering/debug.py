@@ -11,34 +11,21 @@ warpgroup; `DebugPrintRecord` describes the buffer the host reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ml_dtypes
 import numpy as np
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops_debug import HEADER_BYTES, DebugPrintRecord, debug_print_ops
+from smalti.dialect.ops_debug import HEADER_BYTES, DebugPrintOp, DebugPrintRecord, debug_print_ops
 from smalti.lowering.barriers import leader
-from smalti.lowering.context import LoweringContext, layouts_of
+from smalti.lowering.context import DebugBuffer, LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.values import ElementType, FragmentedArray, ScalarValue
 from smalti.ptx import Address, Guard, Immediate, Register
 from smalti.tiling import WARPGROUP_SIZE
 
 DEBUG_PARAM = "debug"
-STATE_KEY = "debug_buffer"
 HALF_FLOATS = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
-
-
-@dataclass(frozen=True)
-class DebugBuffer:
-    """The kernel's debug buffer: global address, this thread's instance, ops and records."""
-
-    base: Register
-    instance: Register | None  # None: one block of one warpgroup (instance 0)
-    ops: tuple[ir.Operation, ...]
-    records: tuple[DebugPrintRecord, ...]
 
 
 def declare_debug_buffer(ctx: LoweringContext, func: ir.Operation) -> None:
@@ -54,8 +41,8 @@ def declare_debug_buffer(ctx: LoweringContext, func: ir.Operation) -> None:
     param = b.param(DEBUG_PARAM, "u64")
     generic = b.compute("ld.param.u64", "u64", Address(param))
     base = b.compute("cvta.to.global.u64", "u64", generic)
-    ctx.kernel_state[STATE_KEY] = DebugBuffer(base, _instance(ctx), tuple(debug_print_ops(func)),
-                                              records)
+    ctx.debug_buffer = DebugBuffer(base, _instance(ctx), tuple(debug_print_ops(func)),
+                                   records)
 
 
 def _instance(ctx: LoweringContext) -> Register | None:
@@ -81,11 +68,11 @@ def _instance(ctx: LoweringContext) -> Register | None:
     return b.compute("mad.lo.u32", "u32", linear, warpgroups, group)
 
 
-def _state(ctx: LoweringContext, op: ir.Operation) -> tuple[DebugBuffer, DebugPrintRecord]:
-    state = ctx.kernel_state.get(STATE_KEY)
-    if not isinstance(state, DebugBuffer) or op not in state.ops:
+def _state(ctx: LoweringContext, op: DebugPrintOp) -> tuple[DebugBuffer, DebugPrintRecord]:
+    state = ctx.debug_buffer
+    if state is None or op.operation not in state.ops:
         raise error_at(op, "is not inside a kernel function: its debug buffer is unknown")
-    return state, state.records[state.ops.index(op)]
+    return state, state.records[state.ops.index(op.operation)]
 
 
 def _head(ctx: LoweringContext, state: DebugBuffer, record: DebugPrintRecord
@@ -134,12 +121,12 @@ def _store(ctx: LoweringContext, address: Address, source: Register | Immediate,
     b.emit(f"st.global.{unit}", address, source, guard=guard)
 
 
-@lowering_rule("smalti.debug_print")
-def _debug_print(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(DebugPrintOp)
+def _debug_print(ctx: LoweringContext, op: DebugPrintOp) -> None:
     state, record = _state(ctx, op)
     head, offset = _head(ctx, state, record)
     _count(ctx, Address(head, offset))
-    value = op.operands[0]
+    value = op.value
     if not isinstance(value.type, ir.VectorType):
         scalar: ScalarValue = ctx.scalar(op, value)
         _store(ctx, Address(head, offset + HEADER_BYTES), scalar.operand, scalar.type, 1,
@@ -148,10 +135,10 @@ def _debug_print(ctx: LoweringContext, op: ir.Operation) -> None:
     _store_array(ctx, op, head, offset, record)
 
 
-def _store_array(ctx: LoweringContext, op: ir.Operation, head: Register, offset: int,
+def _store_array(ctx: LoweringContext, op: DebugPrintOp, head: Register, offset: int,
                  record: DebugPrintRecord) -> None:
     """Every thread stores its registers, in register order, at its slots of the instance."""
-    array: FragmentedArray = ctx.array(op, op.operands[0])
+    array: FragmentedArray = ctx.array(op, op.value)
     layout = layouts_of(op, "in_layouts", 1)[0]
     if array.layout != layout or record.layout != layout:
         raise error_at(op, f"printed value has layout {array.layout}, but in_layouts says "

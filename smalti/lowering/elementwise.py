@@ -9,15 +9,20 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith
+from jaxlib.mlir.dialects import math as math_ops
 
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering import packing
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
+from smalti.lowering.scalar import constant_scalar, scalar_add, scalar_mul, scalar_sub
 from smalti.lowering.values import (
     ELEMENT_TYPES,
     ElementType,
     FragmentedArray,
+    ScalarValue,
+    element_type,
     elements_per_register,
     fragment_geometry,
     register_bits,
@@ -29,17 +34,17 @@ from smalti.ptx import Immediate, KernelBuilder, Register
 F32Computation = Callable[[KernelBuilder, list[Register]], Register]
 
 # Ops whose PTX form exists for f32 and for 16-bit floats (scalar and packed x2).
-FLOAT_NATIVE = {
-    "arith.addf": "add.rn",
-    "arith.subf": "sub.rn",
-    "arith.mulf": "mul.rn",
-    "arith.maximumf": "max.NaN",
-    "arith.minimumf": "min.NaN",
-    "arith.maxnumf": "max",
-    "arith.minnumf": "min",
-    "arith.negf": "neg",
-    "math.absf": "abs",
-    "math.fma": "fma.rn",
+FLOAT_NATIVE: dict[type[ir.OpView], str] = {
+    arith.AddFOp: "add.rn",
+    arith.SubFOp: "sub.rn",
+    arith.MulFOp: "mul.rn",
+    arith.MaximumFOp: "max.NaN",
+    arith.MinimumFOp: "min.NaN",
+    arith.MaxNumFOp: "max",
+    arith.MinNumFOp: "min",
+    arith.NegFOp: "neg",
+    math_ops.AbsFOp: "abs",
+    math_ops.FmaOp: "fma.rn",
 }
 LOG2_E = 1.4426950408889634
 LN_2 = 0.6931471805599453
@@ -64,36 +69,39 @@ def _scaled(opcode: str, before: float | None, after: float | None) -> F32Comput
 
 
 # Ops PTX has for f32 only: 16-bit operands are widened, computed, and rounded once.
-FLOAT_VIA_F32: dict[str, F32Computation] = {
-    "arith.divf": _f32("div.rn"),
-    "math.sqrt": _f32("sqrt.rn"),
-    "math.rsqrt": _f32("rsqrt.approx"),
-    "math.tanh": _f32("tanh.approx"),
-    "math.exp": _scaled("ex2.approx", LOG2_E, None),
-    "math.exp2": _f32("ex2.approx"),
-    "math.log": _scaled("lg2.approx", None, LN_2),
-    "math.log2": _f32("lg2.approx"),
+FLOAT_VIA_F32: dict[type[ir.OpView], F32Computation] = {
+    arith.DivFOp: _f32("div.rn"),
+    math_ops.SqrtOp: _f32("sqrt.rn"),
+    math_ops.RsqrtOp: _f32("rsqrt.approx"),
+    math_ops.TanhOp: _f32("tanh.approx"),
+    math_ops.ExpOp: _scaled("ex2.approx", LOG2_E, None),
+    math_ops.Exp2Op: _f32("ex2.approx"),
+    math_ops.LogOp: _scaled("lg2.approx", None, LN_2),
+    math_ops.Log2Op: _f32("lg2.approx"),
 }
-INTEGER_OPS = {
-    "arith.addi": "add.{s}",
-    "arith.subi": "sub.{s}",
-    "arith.muli": "mul.lo.{s}",
-    "arith.maxsi": "max.{s}",
-    "arith.minsi": "min.{s}",
-    "arith.maxui": "max.{u}",
-    "arith.minui": "min.{u}",
-    "arith.andi": "and.{b}",
-    "arith.ori": "or.{b}",
-    "arith.xori": "xor.{b}",
+INTEGER_OPS: dict[type[ir.OpView], str] = {
+    arith.AddIOp: "add.{s}",
+    arith.SubIOp: "sub.{s}",
+    arith.MulIOp: "mul.lo.{s}",
+    arith.MaxSIOp: "max.{s}",
+    arith.MinSIOp: "min.{s}",
+    arith.MaxUIOp: "max.{u}",
+    arith.MinUIOp: "min.{u}",
+    arith.AndIOp: "and.{b}",
+    arith.OrIOp: "or.{b}",
+    arith.XOrIOp: "xor.{b}",
 }
-LOGICAL_OPS = ("arith.andi", "arith.ori", "arith.xori")  # the integer ops i1 vectors have
+LOGICAL_OPS = (arith.AndIOp, arith.OrIOp, arith.XOrIOp)  # the integer ops i1 vectors have
+# Index arithmetic the scalar rules fold (smalti.lowering.scalar); on vectors, elementwise.
+SCALAR_INTEGER_OPS = {arith.AddIOp: scalar_add, arith.SubIOp: scalar_sub,
+                      arith.MulIOp: scalar_mul}
 FP8_NAMES = {"f8E4M3FN": "e4m3x2", "f8E5M2": "e5m2x2"}  # PTX's pair type of each fp8 format
 
 
-def _result_array(ctx: LoweringContext, op: ir.Operation, element: ElementType,
+def _result_array(ctx: LoweringContext, op: ir.OpView, element: ElementType,
                   make_register) -> FragmentedArray:
     """Build the result array of `op` register by register with `make_register(v, k)`."""
-    result = op.results[0]
+    result = op.result
     shape = tuple(ir.VectorType(result.type).shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
     count, length = fragment_geometry(layout, shape)
@@ -102,8 +110,8 @@ def _result_array(ctx: LoweringContext, op: ir.Operation, element: ElementType,
     return FragmentedArray(layout, shape, element, vectors, length)
 
 
-def _operands(ctx: LoweringContext, op: ir.Operation) -> list[FragmentedArray]:
-    arrays = [ctx.array(op, v) for v in op.operands]
+def _operands(ctx: LoweringContext, op: ir.OpView) -> list[FragmentedArray]:
+    arrays = [ctx.array(op, v) for v in op.operation.operands]
     layout = layouts_of(op, "out_layouts", 1)[0]
     for i, array in enumerate(arrays):
         if array.layout != layout:
@@ -112,35 +120,36 @@ def _operands(ctx: LoweringContext, op: ir.Operation) -> list[FragmentedArray]:
     return arrays
 
 
-def lower_elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
+def lower_elementwise(ctx: LoweringContext, op: ir.OpView) -> None:
     """Lower an elementwise arith/math op on vectors."""
-    element = vector_element_type(ir.VectorType(op.results[0].type).element_type)
+    kind = type(op)
+    element = vector_element_type(ir.VectorType(op.result.type).element_type)
     if element is None:
-        raise error_at(op, f"vectors of {op.results[0].type} are not supported")
+        raise error_at(op, f"vectors of {op.result.type} are not supported")
     if element.name in FP8_NAMES:
         raise error_at(op, f"has no lowering for vectors of {element.name}: PTX computes "
                            "nothing in fp8; arith.extf to f32 first")
     operands = _operands(ctx, op)
     b = ctx.builder
-    if element.scalar == "pred" and op.name not in LOGICAL_OPS:
+    if element.scalar == "pred" and kind not in LOGICAL_OPS:
         raise error_at(op, "vectors of i1 support only andi, ori and xori")
-    if op.name in INTEGER_OPS and not element.is_float:
+    if kind in INTEGER_OPS and not element.is_float:
         bits = "pred" if element.scalar == "pred" else f"b{element.bits}"
-        opcode = INTEGER_OPS[op.name].format(s=element.scalar, b=bits, u=f"u{element.bits}")
+        opcode = INTEGER_OPS[kind].format(s=element.scalar, b=bits, u=f"u{element.bits}")
 
         def make(v: int, k: int) -> Register:
             return b.compute(opcode, element.scalar, *(a.vectors[v][k] for a in operands))
-    elif op.name in FLOAT_NATIVE and element.is_float:
+    elif kind in FLOAT_NATIVE and element.is_float:
         def make(v: int, k: int) -> Register:
             rtype = operands[0].register_type
-            return b.compute(f"{FLOAT_NATIVE[op.name]}.{rtype}", rtype,
+            return b.compute(f"{FLOAT_NATIVE[kind]}.{rtype}", rtype,
                              *(a.vectors[v][k] for a in operands))
-    elif op.name in FLOAT_VIA_F32 and element.is_float:
+    elif kind in FLOAT_VIA_F32 and element.is_float:
         def make(v: int, k: int) -> Register:
-            return _via_f32(ctx, FLOAT_VIA_F32[op.name], operands, v, k)
+            return _via_f32(ctx, FLOAT_VIA_F32[kind], operands, v, k)
     else:
         raise error_at(op, f"has no lowering for vectors of {element.name}")
-    ctx.set(op.results[0], _result_array(ctx, op, element, make))
+    ctx.set(op.result, _result_array(ctx, op, element, make))
 
 
 def _via_f32(ctx: LoweringContext, compute: F32Computation, operands: list[FragmentedArray],
@@ -165,31 +174,61 @@ def unpack(ctx: LoweringContext, array: FragmentedArray, reg: Register) -> list[
     return packing.elements(ctx, array.element, reg, array.pack)
 
 
-@lowering_rule(*(n for n in (*FLOAT_NATIVE, *FLOAT_VIA_F32, *INTEGER_OPS)
-                 if n not in ("arith.addi", "arith.subi", "arith.muli")))
-def _elementwise(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(*(c for c in (*FLOAT_NATIVE, *FLOAT_VIA_F32, *INTEGER_OPS)
+                 if c not in SCALAR_INTEGER_OPS))
+def _elementwise(ctx: LoweringContext, op: ir.OpView) -> None:
     lower_elementwise(ctx, op)
 
 
-@lowering_rule("arith.extf", "arith.truncf")
-def _float_cast(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(*SCALAR_INTEGER_OPS)
+def _integer_binary(ctx: LoweringContext, op: arith.AddIOp | arith.SubIOp | arith.MulIOp
+                    ) -> None:
+    """Index arithmetic on uniform scalars (folded where it can be); elementwise on vectors."""
+    if isinstance(op.result.type, ir.VectorType):
+        lower_elementwise(ctx, op)
+        return
+    lhs, rhs = ctx.scalar(op, op.lhs), ctx.scalar(op, op.rhs)
+    ctx.set(op.result, SCALAR_INTEGER_OPS[type(op)](ctx, lhs, rhs))
+
+
+@lowering_rule(arith.ConstantOp)
+def _constant(ctx: LoweringContext, op: arith.ConstantOp) -> None:
+    """A scalar constant is an immediate; a vector constant a splat register."""
+    result, attr = op.result, op.value
+    if isinstance(result.type, ir.VectorType):
+        splat_constant(ctx, op, attr)
+        return
+    element = element_type(result.type)
+    if element is None:
+        raise error_at(op, f"constants of type {result.type} are not supported")
+    if isinstance(attr, ir.IntegerAttr):
+        ctx.set(result, constant_scalar(ir.IntegerAttr(attr).value, element))
+    elif isinstance(attr, ir.FloatAttr):
+        ctx.set(result, ScalarValue(Immediate(ir.FloatAttr(attr).value, element.scalar),
+                                    element, 0))
+    else:
+        raise error_at(op, f"unsupported constant {attr}")
+
+
+@lowering_rule(arith.ExtFOp, arith.TruncFOp)
+def _float_cast(ctx: LoweringContext, op: arith.ExtFOp | arith.TruncFOp) -> None:
     """Conversions between f32, bf16/f16 and fp8, through f32: widening is exact, and
     narrowing rounds once (to nearest even; to fp8 also saturating to the largest finite
     value, `.satfinite`). The layout stays; only the packing changes."""
-    source = ctx.array(op, op.operands[0])
-    target = vector_element_type(ir.VectorType(op.results[0].type).element_type)
+    source = ctx.array(op, op.in_)
+    target = vector_element_type(ir.VectorType(op.out.type).element_type)
     floats = ("f32", "bf16", "f16", *FP8_NAMES)
     if target is None or source.element.name not in floats or target.name not in floats:
         raise error_at(op, f"converts only between f32, bf16, f16 and fp8 (f8E4M3FN, "
-                           f"f8E5M2), not {source.element.name} -> {op.results[0].type}")
+                           f"f8E5M2), not {source.element.name} -> {op.out.type}")
     pack = elements_per_register(target, source.vector_length)
     vectors = []
     for vector in source.vectors:
         wide = [w for r in vector for w in widen_to_f32(ctx, source, r)]
         vectors.append(tuple(narrow_from_f32(ctx, target, wide[i:i + pack])
                              for i in range(0, len(wide), pack)))
-    ctx.set(op.results[0], FragmentedArray(source.layout, source.shape, target,
-                                           tuple(vectors), source.vector_length))
+    ctx.set(op.out, FragmentedArray(source.layout, source.shape, target, tuple(vectors),
+                                    source.vector_length))
 
 
 def widen_to_f32(ctx: LoweringContext, array: FragmentedArray, reg: Register
@@ -229,11 +268,11 @@ def narrow_from_f32(ctx: LoweringContext, element: ElementType, values: list[Reg
     return b.compute(f"cvt.rn.{element.scalar}.f32", "b16", values[0])
 
 
-def splat_constant(ctx: LoweringContext, op: ir.Operation, attr: ir.Attribute) -> None:
+def splat_constant(ctx: LoweringContext, op: arith.ConstantOp, attr: ir.Attribute) -> None:
     """A splat vector constant: one register (per packing) shared by every element."""
     if not (isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat):
         raise error_at(op, "non-splat vector constants are not supported yet")
-    vector_type = ir.VectorType(op.results[0].type)
+    vector_type = ir.VectorType(op.result.type)
     element = vector_element_type(vector_type.element_type)
     if element is None:
         raise error_at(op, f"vector constants of {vector_type.element_type} are not supported")
@@ -248,7 +287,7 @@ def splat_constant(ctx: LoweringContext, op: ir.Operation, attr: ir.Attribute) -
             else f"mov.b{register_bits(element, pack)}")
     ctx.builder.emit(move, reg, Immediate(bits))
     vectors = tuple((reg,) * (length // pack) for _ in range(count))
-    ctx.set(op.results[0], FragmentedArray(layout, shape, element, vectors, length))
+    ctx.set(op.result, FragmentedArray(layout, shape, element, vectors, length))
 
 
 def constant_bits(element: ElementType, attr: ir.Attribute) -> int:

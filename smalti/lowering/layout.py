@@ -3,10 +3,9 @@ within warps (smalti.lowering.relayout), or a splat broadcast."""
 
 from __future__ import annotations
 
-from jaxlib.mlir import ir
-
 from smalti.dialect.attributes import layout_to_text
 from smalti.dialect.diagnostics import error_at
+from smalti.dialect.ops import LayoutCastOp
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.packing import replicate
 from smalti.lowering.registry import lowering_rule
@@ -15,22 +14,22 @@ from smalti.lowering.values import FragmentedArray, elements_per_register, fragm
 from smalti.tiling import LayoutError, WGSplatLayout
 
 
-@lowering_rule("smalti.layout_cast")
-def _layout_cast(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = ctx.array(op, op.operands[0])
+@lowering_rule(LayoutCastOp)
+def _layout_cast(ctx: LoweringContext, op: LayoutCastOp) -> None:
+    source = ctx.array(op, op.source)
     target = layouts_of(op, "out_layouts", 1)[0]
     if source.layout == target:
-        ctx.set(op.results[0], source)
+        ctx.set(op.result, source)
         return
     if isinstance(source.layout, WGSplatLayout):
-        ctx.set(op.results[0], broadcast_splat(ctx, source, target))
+        ctx.set(op.result, broadcast_splat(ctx, source, target))
         return
     where = (f"relayout from #smalti.{layout_to_text(source.layout)} to "
              f"#smalti.{layout_to_text(target)}")
     if isinstance(target, WGSplatLayout) or source.element.bits not in (8, 16, 32):
         raise error_at(op, f"{where} of {source.element.name} elements is not supported")
     try:
-        ctx.set(op.results[0], relayout_in_registers(ctx, source, target))
+        ctx.set(op.result, relayout_in_registers(ctx, source, target))
     except LayoutError as e:
         raise error_at(op, f"{where} needs shared memory, which is not supported yet: {e}"
                        ) from None

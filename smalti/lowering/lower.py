@@ -1,15 +1,17 @@
-"""Lower laid-out kernels to a PTX module, one op at a time through the rule registry."""
+"""Lower laid-out kernels to a PTX module, one op at a time through the rule registry; and
+the launch ABI of each kernel, made once, next to the PTX it describes."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.kernel import kernel_functions, kernel_signature
-from smalti.dialect.verifier import verify_op
-from smalti.lowering import (  # noqa: F401  (registers rules)
+from smalti.dialect.kernel import KernelSignature, kernel_signature
+from smalti.dialect.launch import kernel_functions
+from smalti.lowering import (  # noqa: F401  (defining the rules registers them)
     barriers,
     compare,
     control,
@@ -27,8 +29,7 @@ from smalti.lowering import (  # noqa: F401  (registers rules)
     wgmma,
 )
 from smalti.lowering.context import LoweringContext
-from smalti.lowering.registry import RULES
-from smalti.lowering.values import ELEMENT_TYPES, BufferValue, LoweredValue, ScalarValue
+from smalti.lowering.values import ELEMENT_TYPES, BufferValue, ScalarValue
 from smalti.ptx import Address, KernelBuilder, Module
 from smalti.ptx.module import Kernel, SharedDecl
 
@@ -36,14 +37,30 @@ PTX_VERSION = "8.0"
 TARGET = "sm_90a"
 
 
-def lower_module(module: ir.Operation) -> Module:
-    """PTX for every kernel of `module`; a located DiagnosticError for what cannot lower."""
-    kernels = tuple(lower_kernel(func) for func in kernel_functions(module))
-    if not kernels:
+@dataclass(frozen=True)
+class LoweredModule:
+    """The PTX of a module's kernels and, per kernel, its launch ABI: the signature whose
+    parameters (arguments, tensor maps, debug buffer) the PTX takes, in that order."""
+
+    ptx: Module
+    signatures: dict[str, KernelSignature]
+
+    def only(self, kernel: str) -> LoweredModule:
+        """The same with only `kernel` (KeyError if there is none)."""
+        return LoweredModule(dataclasses.replace(self.ptx, kernels=(self.ptx.kernel(kernel),)),
+                             {kernel: self.signatures[kernel]})
+
+
+def lower_module(module: ir.Operation) -> LoweredModule:
+    """PTX and launch ABI for every kernel of `module`; a located DiagnosticError for what
+    cannot lower."""
+    lowered = [lower_kernel(func) for func in kernel_functions(module)]
+    if not lowered:
         raise error_at(module.location, "no kernel to lower: mark a func.func with "
                                         "'smalti.kernel'")
-    kernels, dynamic = _hoist_dynamic_shared(kernels)
-    return Module(version=PTX_VERSION, target=TARGET, kernels=kernels, globals=dynamic)
+    kernels, dynamic = _hoist_dynamic_shared(tuple(kernel for kernel, _ in lowered))
+    ptx = Module(version=PTX_VERSION, target=TARGET, kernels=kernels, globals=dynamic)
+    return LoweredModule(ptx, {signature.name: signature for _, signature in lowered})
 
 
 def _hoist_dynamic_shared(kernels: tuple[Kernel, ...]
@@ -60,7 +77,8 @@ def _hoist_dynamic_shared(kernels: tuple[Kernel, ...]
     return tuple(hoisted), tuple(dynamic.values())
 
 
-def lower_kernel(func: ir.Operation) -> Kernel:
+def lower_kernel(func: ir.Operation) -> tuple[Kernel, KernelSignature]:
+    """The kernel's PTX and its launch signature (with the tensor maps it takes)."""
     signature = kernel_signature(func)
     block = signature.block
     builder = KernelBuilder(signature.name, maxntid=block,
@@ -87,8 +105,8 @@ def lower_kernel(func: ir.Operation) -> Kernel:
             ctx.set(value, ScalarValue(reg, element, 1))
     tma.declare_tensor_maps(ctx, func)
     debug.declare_debug_buffer(ctx, func)
-    lower_block(ctx, entry)
-    return builder.build()
+    ctx.lower_block(entry)
+    return builder.build(), dataclasses.replace(signature, tensor_maps=ctx.tensor_map_records)
 
 
 def cluster_directives(cluster: tuple[int, int, int]) -> tuple[str, ...]:
@@ -98,21 +116,6 @@ def cluster_directives(cluster: tuple[int, int, int]) -> tuple[str, ...]:
     if cluster == (1, 1, 1):
         return ()
     return (".reqnctapercluster " + ", ".join(map(str, cluster)),)
-
-
-def lower_block(ctx: LoweringContext, block: ir.Block) -> tuple[LoweredValue, ...]:
-    """Lower `block`'s ops in order; an `scf.yield` ends it and its lowered operands are
-    returned (the enclosing scf rule moves them where the region's results live)."""
-    for op in block.operations:
-        op = op.operation
-        if op.name == "scf.yield":
-            return tuple(ctx.get(v) for v in op.operands)
-        rule = RULES.get(op.name)
-        if rule is None:
-            raise error_at(op, "has no PTX lowering rule")
-        verify_op(op)  # rules read operands and attributes: malformed ops stop here, located
-        rule(ctx, op)
-    return ()
 
 
 def _scalar_param_type(dtype: str) -> str:

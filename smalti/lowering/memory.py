@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
+from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.packing import PartialRegisters, RegisterParts, access_type
 from smalti.lowering.registry import lowering_rule
@@ -45,7 +46,7 @@ class Access:
     count: int
 
 
-def _index_offset(ctx: LoweringContext, op: ir.Operation, buffer: BufferValue,
+def _index_offset(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
                   indices: list[ir.Value]) -> ScalarValue:
     """Byte offset of the slice origin: sum of index * stride * element size (uniform)."""
     total = constant_scalar(0)
@@ -121,7 +122,7 @@ def _add_address(ctx: LoweringContext, base: Register, offset: Register | Scalar
             return ctx.builder.compute("add.s64", "u64", base, offset)
 
 
-def _accesses(ctx: LoweringContext, op: ir.Operation, buffer: BufferValue,
+def _accesses(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
               indices: list[ir.Value], layout: Layout, shape: tuple[int, ...]
               ) -> Iterator[tuple[int, Access]]:
     """(register vector, access) pairs covering every element this thread holds."""
@@ -170,25 +171,25 @@ def _vector_suffix(units: int) -> str:
     return f".v{units}" if units > 1 else ""
 
 
-@lowering_rule("smalti.vector_load")
-def _vector_load(ctx: LoweringContext, op: ir.Operation) -> None:
-    if vector_element_type(ir.VectorType(op.results[0].type).element_type) is None:
-        raise error_at(op, f"vectors of {op.results[0].type} are not supported")
-    if is_smem_value(ctx, op.operands[0]):
+@lowering_rule(VectorLoadOp)
+def _vector_load(ctx: LoweringContext, op: VectorLoadOp) -> None:
+    if vector_element_type(ir.VectorType(op.result.type).element_type) is None:
+        raise error_at(op, f"vectors of {op.result.type} are not supported")
+    if is_smem_value(ctx, op.source):
         load_smem(ctx, op)
         return
-    result = op.results[0]
+    result = op.result
     vector_type = ir.VectorType(result.type)
     shape = tuple(vector_type.shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
-    buffer = ctx.buffer(op, op.operands[0])
+    buffer = ctx.buffer(op, op.source)
     element = buffer.element
     b = ctx.builder
     length = layout.distribution(shape).vector_length
     pack = elements_per_register(element, length)
     partial = PartialRegisters(ctx, element, pack)
     vectors: list[list[Register]] = [[] for _ in range(layout.distribution(shape).num_registers)]
-    for register, access in _accesses(ctx, op, buffer, list(op.operands)[1:], layout, shape):
+    for register, access in _accesses(ctx, op, buffer, op.indices, layout, shape):
         unit, units = access_type(element, pack, access.count)
         address = Address(access.address, access.offset)
         if access.count < pack:  # part of one register: joined once it is whole
@@ -202,23 +203,22 @@ def _vector_load(ctx: LoweringContext, op: ir.Operation) -> None:
     ctx.set(result, FragmentedArray(layout, shape, element, tuple(map(tuple, vectors)), length))
 
 
-@lowering_rule("smalti.vector_store")
-def _vector_store(ctx: LoweringContext, op: ir.Operation) -> None:
-    if is_smem_value(ctx, op.operands[1]):
+@lowering_rule(VectorStoreOp)
+def _vector_store(ctx: LoweringContext, op: VectorStoreOp) -> None:
+    if is_smem_value(ctx, op.destination):
         store_smem(ctx, op)
         return
-    array = ctx.array(op, op.operands[0])
+    array = ctx.array(op, op.value)
     layout = layouts_of(op, "in_layouts", 1)[0]
     if array.layout != layout:
         raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
                            f"{layout}")
-    buffer = ctx.buffer(op, op.operands[1])
+    buffer = ctx.buffer(op, op.destination)
     b = ctx.builder
     guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
         layout.distribution(array.shape))
     parts = RegisterParts(ctx, array)
-    for register, access in _accesses(ctx, op, buffer, list(op.operands)[2:], layout,
-                                      array.shape):
+    for register, access in _accesses(ctx, op, buffer, op.indices, layout, array.shape):
         unit, units = access_type(array.element, array.pack, access.count)
         address = Address(access.address, access.offset)
         if access.count < array.pack:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from smalti.dialect.ops_memory import is_smem_type
+from smalti.dialect.checks import is_smem_type
+from smalti.dialect.definition import Proxy, SmaltiOp
 from smalti.lowering.barriers import warpgroup_sync
 from smalti.lowering.context import LoweringContext
 
@@ -27,13 +28,22 @@ def publish_smem_writes(ctx: LoweringContext) -> None:
         ctx.unpublished_smem_writes = False
 
 
+def writes_smem_generically(op: ir.OpView) -> bool:
+    """Whether `op` writes shared memory through the generic proxy (its declared effects,
+    on operands that are shared-memory refs)."""
+    return isinstance(op, SmaltiOp) and any(
+        effect.kind == "write" and effect.proxy == Proxy.GENERIC and is_smem_type(value.type)
+        for effect, value in op.memory_effects())
+
+
 def writes_smem(block: ir.Block) -> bool:
-    """Whether any op in `block` (nested regions included) stores a vector to shared memory:
-    a loop whose body does must publish at the top of every iteration's async reads."""
+    """Whether any op in `block` (nested regions included) writes shared memory through the
+    generic proxy: a loop whose body does must publish at the top of every iteration's
+    async reads."""
     for op in block.operations:
-        op = op.operation
-        if op.name == "smalti.vector_store" and is_smem_type(op.operands[1].type):
+        if writes_smem_generically(op.operation.opview):
             return True
-        if any(writes_smem(inner) for region in op.regions for inner in region.blocks):
+        if any(writes_smem(inner) for region in op.operation.regions
+               for inner in region.blocks):
             return True
     return False

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import vector as vector_ops
 
 from smalti.dialect.attributes import layout_to_text
 from smalti.dialect.bindings import combining_kind
@@ -87,23 +88,23 @@ class Partial:
         return len(self.keys) == 2
 
 
-def reduction_kind(op: ir.Operation) -> str:
+def reduction_kind(op: vector_ops.MultiDimReductionOp) -> str:
     try:
-        return combining_kind(op.attributes["kind"])
-    except (KeyError, ValueError):
+        return combining_kind(op.kind)
+    except ValueError:
         raise error_at(op, "requires a #vector.kind 'kind' attribute") from None
 
 
-@lowering_rule("vector.multi_reduction")
-def _multi_reduction(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = ctx.array(op, op.operands[0])
+@lowering_rule(vector_ops.MultiDimReductionOp)
+def _multi_reduction(ctx: LoweringContext, op: vector_ops.MultiDimReductionOp) -> None:
+    source = ctx.array(op, op.source)
     kind = reduction_kind(op)
     element = source.element
     table = FLOAT_KINDS if element.is_float else INTEGER_KINDS
     if kind not in table or element.bits in (1, 8, 64):  # no fp8 arithmetic in PTX
         raise error_at(op, f"has no lowering of <{kind}> over {element.name}")
     combiner = Combiner(kind, element)
-    axes = tuple(sorted(int(a) for a in ir.DenseI64ArrayAttr(op.attributes["reduction_dims"])))
+    axes = tuple(sorted(int(a) for a in ir.DenseI64ArrayAttr(op.reduction_dims)))
     if isinstance(source.layout, WGSplatLayout):
         count = math.prod(source.shape[a] for a in axes)
         (value,), = source.vectors
@@ -120,10 +121,10 @@ def _multi_reduction(ctx: LoweringContext, op: ir.Operation) -> None:
             partials = _across_warps(ctx, op, combiner, partials, lane_bits, warp_bits)
         elements = {key: (p.register, half if p.packed else None)
                     for p in partials for half, key in enumerate(p.keys)}
-    result = op.results[0]
+    result = op.dest
     if not isinstance(result.type, ir.VectorType):
         value = _half(ctx, elements, ())
-        accumulator = ctx.scalar(op, op.operands[1])
+        accumulator = ctx.scalar(op, op.acc)
         ctx.set(result, ScalarValue(combiner.apply(ctx, value, accumulator.operand, False),
                                     element))
         return
@@ -134,7 +135,7 @@ def _multi_reduction(ctx: LoweringContext, op: ir.Operation) -> None:
     else:
         picks = _result_keys(op, source, axes, layout, shape)
         reduced = _assemble(ctx, elements, picks, element, layout, shape)
-    accumulator = ctx.array(op, op.operands[1])
+    accumulator = ctx.array(op, op.acc)
     if accumulator.layout != layout:
         raise error_at(op, f"accumulator has layout #smalti.{layout_to_text(accumulator.layout)}"
                            f" but the result has #smalti.{layout_to_text(layout)}")
@@ -199,7 +200,7 @@ def _in_thread(ctx: LoweringContext, combiner: Combiner, source: FragmentedArray
     return partials
 
 
-def _reduced_bits(op: ir.Operation, dist: Distribution, axes: tuple[int, ...]
+def _reduced_bits(op: ir.OpView, dist: Distribution, axes: tuple[int, ...]
                   ) -> tuple[list[int], list[int]]:
     """The thread-index bits that hold different parts of the reduced dims: (lane, warp)."""
     bits = []
@@ -233,7 +234,7 @@ def _across_lanes(ctx: LoweringContext, combiner: Combiner, partial: Partial,
     return Partial(register, partial.keys)
 
 
-def _across_warps(ctx: LoweringContext, op: ir.Operation, combiner: Combiner,
+def _across_warps(ctx: LoweringContext, op: ir.OpView, combiner: Combiner,
                   partials: list[Partial], lane_bits: list[int], warp_bits: list[int]
                   ) -> list[Partial]:
     """Combine partials across warps through scratch SMEM: one writer per lane group stores,
@@ -322,7 +323,7 @@ def _compress(ctx: LoweringContext, tid: Register, positions: list[int], include
     return total
 
 
-def _result_keys(op: ir.Operation, source: FragmentedArray, axes: tuple[int, ...], layout,
+def _result_keys(op: ir.OpView, source: FragmentedArray, axes: tuple[int, ...], layout,
                  shape: tuple[int, ...]) -> np.ndarray:
     """[register, slot] -> kept-dim key of each result element, the same in every thread
     (checked against the result layout's element map)."""

@@ -1,27 +1,16 @@
-"""Lowering rules, keyed by op name."""
+"""Lowering rules, keyed by op class: `@lowering_rule(WgmmaOp)` over
+`fn(ctx, op)`, where `op` is the typed op (its OpView), read by field name."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from jaxlib.mlir import ir
+from smalti.dialect.registry import OpRegistry
 
 if TYPE_CHECKING:
     from smalti.lowering.context import LoweringContext
 
-Rule = Callable[["LoweringContext", ir.Operation], None]
-RULES: dict[str, Rule] = {}
-
-
-def lowering_rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register `fn` as the lowering of every op named in `names`."""
-
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"two lowering rules for {name}")
-            RULES[name] = fn
-        return fn
-
-    return register
+Rule = Callable[["LoweringContext", Any], None]
+RULES: OpRegistry[Rule] = OpRegistry("lowering rules")
+lowering_rule = RULES.register

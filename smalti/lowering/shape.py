@@ -13,9 +13,11 @@ from collections.abc import Callable
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import vector
 
 from smalti.dialect.attributes import layout_to_text
 from smalti.dialect.diagnostics import error_at
+from smalti.dialect.ops_compute import BroadcastInDimOp, IotaOp
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.elementwise import unpack
 from smalti.lowering.layout import broadcast_splat
@@ -91,10 +93,10 @@ def regather(ctx: LoweringContext, source: FragmentedArray, picks: list[list[tup
     return FragmentedArray(layout, shape, source.element, tuple(vectors), length)
 
 
-def relabel(ctx: LoweringContext, op: ir.Operation, source: FragmentedArray,
+def relabel(ctx: LoweringContext, op: ir.OpView, source: FragmentedArray,
             project: Projection) -> FragmentedArray:
     """The result of `op` (one vector) from the source's registers, moving no data."""
-    result = op.results[0]
+    result = op.result
     shape = tuple(ir.VectorType(result.type).shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
     if isinstance(source.layout, WGSplatLayout):
@@ -122,9 +124,9 @@ def splat_scalar(ctx: LoweringContext, scalar: ScalarValue, layout: Layout, shap
     return broadcast_splat(ctx, one, layout)
 
 
-@lowering_rule("vector.broadcast", "vector.splat")
-def _broadcast(ctx: LoweringContext, op: ir.Operation) -> None:
-    operand, result = op.operands[0], op.results[0]
+@lowering_rule(vector.BroadcastOp)
+def _broadcast(ctx: LoweringContext, op: vector.BroadcastOp) -> None:
+    operand, result = op.source, op.result
     if not isinstance(operand.type, ir.VectorType):
         layout = layouts_of(op, "out_layouts", 1)[0]
         shape = tuple(ir.VectorType(result.type).shape)
@@ -136,11 +138,11 @@ def _broadcast(ctx: LoweringContext, op: ir.Operation) -> None:
     ctx.set(result, relabel(ctx, op, source, _broadcast_projection(source.shape, dims)))
 
 
-@lowering_rule("smalti.broadcast_in_dim")
-def _broadcast_in_dim(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = ctx.array(op, op.operands[0])
-    dims = tuple(int(d) for d in ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"]))
-    ctx.set(op.results[0], relabel(ctx, op, source, _broadcast_projection(source.shape, dims)))
+@lowering_rule(BroadcastInDimOp)
+def _broadcast_in_dim(ctx: LoweringContext, op: BroadcastInDimOp) -> None:
+    source = ctx.array(op, op.source)
+    projection = _broadcast_projection(source.shape, op.broadcast_dimensions)
+    ctx.set(op.result, relabel(ctx, op, source, projection))
 
 
 def _broadcast_projection(shape: Shape, dims: tuple[int, ...]) -> Projection:
@@ -153,35 +155,35 @@ def _broadcast_projection(shape: Shape, dims: tuple[int, ...]) -> Projection:
     return project
 
 
-@lowering_rule("vector.transpose")
-def _transpose(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = ctx.array(op, op.operands[0])
-    permutation = [int(p) for p in ir.DenseI64ArrayAttr(op.attributes["permutation"])]
+@lowering_rule(vector.TransposeOp)
+def _transpose(ctx: LoweringContext, op: vector.TransposeOp) -> None:
+    source = ctx.array(op, op.vector)
+    permutation = [int(p) for p in ir.DenseI64ArrayAttr(op.permutation)]
     inverse = [permutation.index(d) for d in range(len(permutation))]
-    ctx.set(op.results[0], relabel(ctx, op, source, lambda index: index[..., inverse]))
+    ctx.set(op.result, relabel(ctx, op, source, lambda index: index[..., inverse]))
 
 
-@lowering_rule("vector.shape_cast")
-def _shape_cast(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = ctx.array(op, op.operands[0])
-    new_shape = tuple(ir.VectorType(op.results[0].type).shape)
+@lowering_rule(vector.ShapeCastOp)
+def _shape_cast(ctx: LoweringContext, op: vector.ShapeCastOp) -> None:
+    source = ctx.array(op, op.source)
+    new_shape = tuple(ir.VectorType(op.result.type).shape)
 
     def project(index: np.ndarray) -> np.ndarray:
         flat = np.ravel_multi_index(tuple(np.moveaxis(index, -1, 0)), new_shape)
         return unravel(flat, source.shape)
 
-    ctx.set(op.results[0], relabel(ctx, op, source, project))
+    ctx.set(op.result, relabel(ctx, op, source, project))
 
 
-@lowering_rule("smalti.iota")
-def _iota(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(IotaOp)
+def _iota(ctx: LoweringContext, op: IotaOp) -> None:
     """Each thread computes the indices it holds: a thread part (from the layout's thread
     terms, or the flat position for carrying strided layouts) plus a constant per slot."""
-    result = op.results[0]
+    result = op.result
     vector_type = ir.VectorType(result.type)
     element = element_type(vector_type.element_type)
     shape = tuple(vector_type.shape)
-    dim = ir.IntegerAttr(op.attributes["dimension"]).value
+    dim = op.dimension
     layout = layouts_of(op, "out_layouts", 1)[0]
     if element is None or element.name != "i32":
         raise error_at(op, f"iota of {vector_type.element_type} is not supported (i32 only)")

@@ -7,6 +7,7 @@ thread-relative position, shifted by the offsets."""
 from __future__ import annotations
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import vector
 
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext, layouts_of
@@ -16,13 +17,14 @@ from smalti.ptx import Register
 from smalti.tiling import WGSplatLayout
 
 
-def _offsets(op: ir.Operation, rank: int) -> tuple[int, ...]:
-    offsets = tuple(int(ir.IntegerAttr(a).value) for a in op.attributes["offsets"])
+def _offsets(op: vector.ExtractStridedSliceOp | vector.InsertStridedSliceOp, rank: int
+             ) -> tuple[int, ...]:
+    offsets = tuple(int(ir.IntegerAttr(a).value) for a in op.offsets)
     return offsets + (0,) * (rank - len(offsets))
 
 
 def _register_positions(large: FragmentedArray, small_shape: tuple[int, ...],
-                        offsets: tuple[int, ...], op: ir.Operation) -> list[int]:
+                        offsets: tuple[int, ...], op: ir.OpView) -> list[int]:
     """For each register vector of the slice, the index of the same vector in `large`."""
     index_of = {origin: r for r, origin in
                 enumerate(large.layout.distribution(large.shape).register_origins)}
@@ -36,10 +38,10 @@ def _register_positions(large: FragmentedArray, small_shape: tuple[int, ...],
     return positions
 
 
-@lowering_rule("vector.extract_strided_slice")
-def _extract(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = ctx.array(op, op.operands[0])
-    shape = tuple(ir.VectorType(op.results[0].type).shape)
+@lowering_rule(vector.ExtractStridedSliceOp)
+def _extract(ctx: LoweringContext, op: vector.ExtractStridedSliceOp) -> None:
+    source = ctx.array(op, op.source)
+    shape = tuple(ir.VectorType(op.result.type).shape)
     if layouts_of(op, "out_layouts", 1)[0] != source.layout:
         raise error_at(op, "the slice must keep its source's layout")
     if isinstance(source.layout, WGSplatLayout):
@@ -48,14 +50,14 @@ def _extract(ctx: LoweringContext, op: ir.Operation) -> None:
         offsets = _offsets(op, len(source.shape))
         vectors = tuple(source.vectors[r]
                         for r in _register_positions(source, shape, offsets, op))
-    ctx.set(op.results[0], FragmentedArray(source.layout, shape, source.element, vectors,
-                                           source.vector_length))
+    ctx.set(op.result, FragmentedArray(source.layout, shape, source.element, vectors,
+                                       source.vector_length))
 
 
-@lowering_rule("vector.insert_strided_slice")
-def _insert(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = ctx.array(op, op.operands[0])
-    destination = ctx.array(op, op.operands[1])
+@lowering_rule(vector.InsertStridedSliceOp)
+def _insert(ctx: LoweringContext, op: vector.InsertStridedSliceOp) -> None:
+    source = ctx.array(op, op.valueToStore)
+    destination = ctx.array(op, op.dest)
     if source.layout != destination.layout:
         raise error_at(op, "the inserted value must have the destination's layout")
     if isinstance(destination.layout, WGSplatLayout):
@@ -66,6 +68,6 @@ def _insert(ctx: LoweringContext, op: ir.Operation) -> None:
     positions = _register_positions(destination, source.shape, offsets, op)
     for small, large in enumerate(positions):
         vectors[large] = source.vectors[small]
-    ctx.set(op.results[0], FragmentedArray(destination.layout, destination.shape,
-                                           destination.element, tuple(vectors),
-                                           destination.vector_length))
+    ctx.set(op.result, FragmentedArray(destination.layout, destination.shape,
+                                       destination.element, tuple(vectors),
+                                       destination.vector_length))

@@ -16,6 +16,8 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import attr_to_transforms
 from smalti.dialect.diagnostics import error_at
+from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
+from smalti.dialect.ops_memory import SliceSmemOp, WithTransformsOp
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.packing import PartialRegisters, RegisterParts, access_type
 from smalti.lowering.registry import lowering_rule
@@ -67,7 +69,7 @@ class SmemRef:
         return last.swizzle_bytes if isinstance(last, SwizzleTransform) else None
 
 
-def smem_ref(ctx: LoweringContext, op: ir.Operation, value: ir.Value) -> SmemRef:
+def smem_ref(ctx: LoweringContext, op: ir.OpView, value: ir.Value) -> SmemRef:
     lowered = ctx.values.get(value)
     if not isinstance(lowered, SmemRef):
         raise error_at(op, f"expects a shared-memory ref from smalti.slice_smem, got {value.type}")
@@ -76,9 +78,9 @@ def smem_ref(ctx: LoweringContext, op: ir.Operation, value: ir.Value) -> SmemRef
 
 def smem_base(ctx: LoweringContext) -> Register:
     """The shared-window address of the dynamic buffer (declared on first use), as .u32."""
-    if "smem_declared" not in ctx.kernel_state:
+    if not ctx.smem_declared:
         ctx.builder.shared(SMEM_SYMBOL, None, align=SMEM_ALIGN)
-        ctx.kernel_state["smem_declared"] = True
+        ctx.smem_declared = True
     if "smem_base" not in ctx.block_cache:
         ctx.block_cache["smem_base"] = ctx.builder.compute("mov.u32", "u32",
                                                            Symbol(SMEM_SYMBOL))
@@ -96,20 +98,23 @@ def smem_address(ctx: LoweringContext, ref: SmemRef, extra: int = 0) -> Register
     return ctx.block_cache[key]
 
 
-def _element(op: ir.Operation, value: ir.Value) -> ElementType:
+def _element(op: ir.OpView, value: ir.Value) -> ElementType:
     element = memory_element_type(ir.MemRefType(value.type).element_type)
     if element is None:
         raise error_at(op, f"shared-memory refs of {value.type} are not supported")
     return element
 
 
-def _transforms(op: ir.Operation, index: int) -> tuple[Transform, ...]:
-    if "out_transforms" not in op.attributes:
-        raise error_at(op, "has no 'out_transforms': run smalti-infer-layouts before lowering")
-    return tuple(attr_to_transforms(op.attributes["out_transforms"][index]))
+def inferred_transforms(op: ir.OpView, attr: str, index: int) -> tuple[Transform, ...]:
+    """Entry `index` of the op's inferred `in_transforms` or `out_transforms`; a located
+    error if inference has not run."""
+    attributes = op.operation.attributes
+    if attr not in attributes:
+        raise error_at(op, f"has no '{attr}': run smalti-infer-layouts before lowering")
+    return tuple(attr_to_transforms(attributes[attr][index]))
 
 
-def _check_alignment(op: ir.Operation, ref: SmemRef) -> None:
+def _check_alignment(op: ir.OpView, ref: SmemRef) -> None:
     try:
         physical_shape(ref.transforms, ref.shape, ref.element.bytes)
     except LayoutError as error:
@@ -119,26 +124,25 @@ def _check_alignment(op: ir.Operation, ref: SmemRef) -> None:
                            f"{8 * ref.swizzle} bytes, this one starts at {ref.offset}")
 
 
-@lowering_rule("smalti.slice_smem")
-def _slice_smem(ctx: LoweringContext, op: ir.Operation) -> None:
-    offset = ctx.scalar(op, op.operands[0]).constant
+@lowering_rule(SliceSmemOp)
+def _slice_smem(ctx: LoweringContext, op: SliceSmemOp) -> None:
+    offset = ctx.scalar(op, op.offset).constant
     if not isinstance(offset, int):
         raise error_at(op, "expects a constant offset")
-    result = op.results[0]
+    result = op.result
     ref = SmemRef(offset, tuple(ir.MemRefType(result.type).shape), _element(op, result),
-                  _transforms(op, 0))
+                  inferred_transforms(op, "out_transforms", 0))
     _check_alignment(op, ref)
     smem_base(ctx)
     ctx.set(result, ref)
 
 
-@lowering_rule("smalti.with_transforms")
-def _with_transforms(ctx: LoweringContext, op: ir.Operation) -> None:
-    source = smem_ref(ctx, op, op.operands[0])
-    ref = SmemRef(source.offset, source.shape, source.element,
-                  tuple(attr_to_transforms(op.attributes["transforms"])))
+@lowering_rule(WithTransformsOp)
+def _with_transforms(ctx: LoweringContext, op: WithTransformsOp) -> None:
+    source = smem_ref(ctx, op, op.source)
+    ref = SmemRef(source.offset, source.shape, source.element, op.transforms)
     _check_alignment(op, ref)
-    ctx.set(op.results[0], ref)
+    ctx.set(op.result, ref)
 
 
 def static_offset(ref: SmemRef, index: Sequence[int], swizzled: bool = True) -> int:
@@ -266,7 +270,7 @@ def _contiguous_run(ref: SmemRef, dist: Distribution) -> int:
     return math.gcd(dist.vector_length, _rows_contiguous(ref))
 
 
-def _accesses(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: list[ir.Value],
+def _accesses(ctx: LoweringContext, op: ir.OpView, ref: SmemRef, indices: list[ir.Value],
               layout: Layout, shape: tuple[int, ...]):
     """(register vector, first element, count, address register) per ld/st.shared."""
     if isinstance(layout, WGSplatLayout):
@@ -315,7 +319,7 @@ def _accesses(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: lis
             yield register, first, width, address
 
 
-def _flat_thread_index(ctx: LoweringContext, op: ir.Operation, layout: Layout,
+def _flat_thread_index(ctx: LoweringContext, op: ir.OpView, layout: Layout,
                        shape: tuple[int, ...]) -> Register:
     """This thread's first flat (row-major) element of a strided layout whose thread part does
     not split per dim (a dim that is no power of two): accesses then unravel flat indices."""
@@ -341,19 +345,18 @@ def _unravel(ctx: LoweringContext, flat: Register, offset: int, shape: tuple[int
     return parts
 
 
-def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
+def load_smem(ctx: LoweringContext, op: VectorLoadOp) -> None:
     """vector_load from a shared-memory ref."""
-    result = op.results[0]
+    result = op.result
     shape = tuple(ir.VectorType(result.type).shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
-    ref = smem_ref(ctx, op, op.operands[0])
+    ref = smem_ref(ctx, op, op.source)
     dist = layout.distribution(shape)
     pack = elements_per_register(ref.element, dist.vector_length)
     partial = PartialRegisters(ctx, ref.element, pack)
     vectors: list[list[Register]] = [[] for _ in range(dist.num_registers)]
     b = ctx.builder
-    for register, _, count, address in _accesses(ctx, op, ref, list(op.operands)[1:], layout,
-                                                 shape):
+    for register, _, count, address in _accesses(ctx, op, ref, op.indices, layout, shape):
         unit, units = access_type(ref.element, pack, count)
         if count < pack:  # part of one register: joined once it is whole
             partial.add(vectors, register, b.compute(f"ld.shared.{unit}", unit, address), count)
@@ -369,13 +372,13 @@ def load_smem(ctx: LoweringContext, op: ir.Operation) -> None:
 MATRIX_ROWS = 8  # stmatrix stores 8x8 matrices of 16-bit elements, a 16-byte row per lane
 
 
-def _store_matrices(ctx: LoweringContext, op: ir.Operation, array: FragmentedArray,
+def _store_matrices(ctx: LoweringContext, op: VectorStoreOp, array: FragmentedArray,
                     ref: SmemRef) -> bool:
     """Store a 16-bit WGMMA-layout array with stmatrix .x4, when its rows are 16-byte
     contiguous in shared memory: per warp and 16x16 block, one instruction where lanes hold
     exactly the four 8x8 fragments stmatrix takes (4x fewer stores, one address per block).
     False when it does not apply (the caller stores element-wise)."""
-    bases = [ctx.scalar(op, v) for v in list(op.operands)[2:]]
+    bases = [ctx.scalar(op, v) for v in op.indices]
     rows, cols = array.shape if len(array.shape) == 2 else (0, 0)
     column_base = bases[-1].constant if bases else None
     aligned = (int(column_base) if column_base is not None else bases[-1].divisor) \
@@ -420,14 +423,14 @@ def _store_matrices(ctx: LoweringContext, op: ir.Operation, array: FragmentedArr
     return True
 
 
-def store_smem(ctx: LoweringContext, op: ir.Operation) -> None:
+def store_smem(ctx: LoweringContext, op: VectorStoreOp) -> None:
     """vector_store to a shared-memory ref."""
-    array = ctx.array(op, op.operands[0])
+    array = ctx.array(op, op.value)
     layout = layouts_of(op, "in_layouts", 1)[0]
     if array.layout != layout:
         raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
                            f"{layout}")
-    ref = smem_ref(ctx, op, op.operands[1])
+    ref = smem_ref(ctx, op, op.destination)
     if _store_matrices(ctx, op, array, ref):
         ctx.unpublished_smem_writes = True
         return
@@ -435,8 +438,8 @@ def store_smem(ctx: LoweringContext, op: ir.Operation) -> None:
     guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
         layout.distribution(array.shape))
     parts = RegisterParts(ctx, array)
-    for register, first, count, address in _accesses(ctx, op, ref, list(op.operands)[2:],
-                                                     layout, array.shape):
+    for register, first, count, address in _accesses(ctx, op, ref, op.indices, layout,
+                                                     array.shape):
         unit, units = access_type(ref.element, array.pack, count)
         if count < array.pack:  # part of one register
             b.emit(f"st.shared.{unit}", address, parts.part(register, first, count),

@@ -22,16 +22,16 @@ from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
-from smalti.dialect.attributes import attr_to_transforms
 from smalti.dialect.bindings import type_name
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import TensorMapRecord
-from smalti.dialect.ops_memory import collective_dims, collective_part_shape
+from smalti.dialect.launch import is_kernel
+from smalti.dialect.ops_memory import AsyncLoadOp, AsyncStoreOp, AsyncStoreWaitOp
 from smalti.lowering.barriers import barrier_address, leader, warpgroup_sync
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.proxy import publish_smem_writes
 from smalti.lowering.registry import lowering_rule
-from smalti.lowering.smem import SmemRef, smem_address, smem_ref, static_offset
+from smalti.lowering.smem import SmemRef, inferred_transforms, smem_address, smem_ref, static_offset
 from smalti.lowering.values import ELEMENT_TYPES, ElementType
 from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
 from smalti.ptx.module import TensorAddress
@@ -104,12 +104,15 @@ class Collective:
                    for coords in itertools.product(*ranges))
 
 
-def _collective(ctx: LoweringContext, op: ir.Operation) -> Collective | None:
-    dims = collective_dims(op)
+AsyncCopyOp = AsyncLoadOp | AsyncStoreOp
+
+
+def _collective(ctx: LoweringContext, op: AsyncCopyOp) -> Collective | None:
+    dims = op.collective_dims()
     return Collective(dims, ctx.signature.cluster) if dims else None
 
 
-def _check_part(op: ir.Operation, shape: tuple[int, ...], part: tuple[int, ...],
+def _check_part(op: AsyncCopyOp, shape: tuple[int, ...], part: tuple[int, ...],
                 transforms: tuple[Transform, ...], element: ElementType) -> None:
     """A collective part is a contiguous, TMA-aligned piece of the SMEM ref."""
     if part == shape:
@@ -127,33 +130,18 @@ def _check_part(op: ir.Operation, shape: tuple[int, ...], part: tuple[int, ...],
                            f"shared memory whose size ({size} bytes) is a multiple of {align}")
 
 
-def _smem_operand(op: ir.Operation) -> tuple[ir.Value, ir.Value]:
-    """(global ref, SMEM ref) of an async_load or async_store."""
-    if op.name == "smalti.async_load":
-        return op.operands[0], op.operands[1]
-    return op.operands[1], op.operands[0]
+def _lengths(op: AsyncCopyOp, smem_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The box's lengths in the global ref (-1: a squeezed dim)."""
+    return op.slice_lengths if op.slice_lengths is not None else smem_shape
 
 
-def _op_transforms(op: ir.Operation) -> tuple[Transform, ...]:
-    if "in_transforms" not in op.attributes:
-        raise error_at(op, "has no 'in_transforms': run smalti-infer-layouts before lowering")
-    return tuple(attr_to_transforms(op.attributes["in_transforms"][0]))
-
-
-def _lengths(op: ir.Operation, smem_shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
-    if "slice_lengths" in op.attributes:
-        return tuple(ir.DenseI64ArrayAttr(op.attributes["slice_lengths"]))
-    assert rank == len(smem_shape)
-    return smem_shape
-
-
-def _record(op: ir.Operation, param: str) -> TensorMapRecord:
+def _record(op: AsyncCopyOp, param: str) -> TensorMapRecord:
     """The tensor map one async op needs (named `param`)."""
-    gmem, smem = _smem_operand(op)
-    if not (isinstance(gmem.owner, ir.Block) and gmem.owner.owner.operation.name == "func.func"):
+    gmem, smem = op.global_ref, op.shared_ref
+    if not (isinstance(gmem.owner, ir.Block) and is_kernel(gmem.owner.owner.operation)):
         raise error_at(op, "TMA copies need a kernel argument as the global ref")
     gmem = ir.BlockArgument(gmem)
-    transforms = _op_transforms(op)
+    transforms = inferred_transforms(op, "in_transforms", 0)
     smem_type = ir.MemRefType(smem.type)
     shape = tuple(smem_type.shape)
     element = ELEMENT_TYPES.get(type_name(smem_type.element_type))
@@ -163,10 +151,10 @@ def _record(op: ir.Operation, param: str) -> TensorMapRecord:
         raise error_at(op, "TMA cannot write transposed shared memory")
     if (problem := tma_incompatibility(transforms, element.bytes, shape)) is not None:
         raise error_at(op, f"TMA cannot use this shared-memory ref: {problem}")
-    part = collective_part_shape(op)
+    part = op.part_shape()
     _check_part(op, shape, part, transforms, element)
     gmem_type = ir.MemRefType(gmem.type)
-    lengths = _lengths(op, shape, gmem_type.rank)
+    lengths = _lengths(op, shape)
     box = iter(plan_copies(part, transforms).box)
     global_box = tuple(1 if n == -1 else next(box) for n in lengths)
     swizzles = [t.swizzle_bytes for t in transforms if isinstance(t, SwizzleTransform)]
@@ -177,11 +165,12 @@ def _record(op: ir.Operation, param: str) -> TensorMapRecord:
 def tensor_map_records(func: ir.Operation) -> tuple[TensorMapRecord, ...]:
     """Every tensor map the kernel's async ops need, deduplicated, in first-use order."""
     records: dict[tuple, TensorMapRecord] = {}
-    ops: list[ir.Operation] = []
+    ops: list[AsyncCopyOp] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.operation.name in ("smalti.async_load", "smalti.async_store"):
-            ops.append(op.operation)
+        view = op.operation.opview
+        if isinstance(view, AsyncLoadOp | AsyncStoreOp):
+            ops.append(view)
         return ir.WalkResult.ADVANCE
 
     func.walk(visit, ir.WalkOrder.PRE_ORDER)
@@ -194,35 +183,31 @@ def tensor_map_records(func: ir.Operation) -> tuple[TensorMapRecord, ...]:
 
 
 def declare_tensor_maps(ctx: LoweringContext, func: ir.Operation) -> None:
-    """Add the kernel's tensor-map parameters (after its arguments) and take their generic
-    addresses (TMA reads the map through one)."""
-    symbols = {}
-    for record in tensor_map_records(func):
+    """Add the kernel's tensor-map parameters (after its arguments), take their generic
+    addresses (TMA reads the map through one), and record them for the launch ABI."""
+    ctx.tensor_map_records = tensor_map_records(func)
+    for record in ctx.tensor_map_records:
         symbol = ctx.builder.param(record.param, "b8", align=TENSOR_MAP_ALIGN,
                                    array=TENSOR_MAP_BYTES)
         param = ctx.builder.compute("mov.u64", "u64", symbol)
-        symbols[(record.arg, record.box, record.swizzle)] = ctx.builder.compute(
+        ctx.tensor_maps[(record.arg, record.box, record.swizzle)] = ctx.builder.compute(
             "cvta.param.u64", "u64", param)
-    ctx.kernel_state["tensor_maps"] = symbols
 
 
-def _tensor_map(ctx: LoweringContext, op: ir.Operation) -> Register:
+def _tensor_map(ctx: LoweringContext, op: AsyncCopyOp) -> Register:
     record = _record(op, "")
-    return ctx.kernel_state["tensor_maps"][(record.arg, record.box, record.swizzle)]
+    return ctx.tensor_maps[(record.arg, record.box, record.swizzle)]
 
 
-def _copies(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: list[ir.Value],
-            part: Register | None = None):
+def _copies(ctx: LoweringContext, op: AsyncCopyOp, ref: SmemRef, part: Register | None = None):
     """(SMEM address, coordinates innermost first) per box of an async op; with `part` (a
     collective part index), those of that part of the ref."""
-    gmem, _ = _smem_operand(op)
-    rank = ir.MemRefType(gmem.type).rank
-    lengths = _lengths(op, ref.shape, rank)
-    shape = collective_part_shape(op)
+    lengths = _lengths(op, ref.shape)
+    shape = op.part_shape()
     plan = plan_copies(shape, ref.transforms)
     b = ctx.builder
     starts: list[int | Register] = []
-    for value in indices:
+    for value in op.indices:
         scalar = ctx.scalar(op, value)
         starts.append(int(scalar.constant) if scalar.constant is not None
                       else b.compute("cvt.u32.u64", "u32", scalar.operand))
@@ -249,23 +234,23 @@ def _copies(ctx: LoweringContext, op: ir.Operation, ref: SmemRef, indices: list[
         yield address, VectorOperand(tuple(reversed(coords)))
 
 
-@lowering_rule("smalti.async_load")
-def _async_load(ctx: LoweringContext, op: ir.Operation) -> None:
-    ref = smem_ref(ctx, op, op.operands[1])
-    bars = smem_ref(ctx, op, op.operands[2])
-    barrier = barrier_address(ctx, op, bars, op.operands[3])
+@lowering_rule(AsyncLoadOp)
+def _async_load(ctx: LoweringContext, op: AsyncLoadOp) -> None:
+    ref = smem_ref(ctx, op, op.destination)
+    bars = smem_ref(ctx, op, op.barriers)
+    barrier = barrier_address(ctx, op, bars, op.barrier_index)
     tmap = _tensor_map(ctx, op)
-    rank = ir.MemRefType(op.operands[0].type).rank
+    rank = ir.MemRefType(op.source.type).rank
     guard = Guard(leader(ctx))
     opcode = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
               "mbarrier::complete_tx::bytes")
     collective = _collective(ctx, op)
     if collective is None:
-        for address, coords in _copies(ctx, op, ref, list(op.operands)[4:]):
+        for address, coords in _copies(ctx, op, ref):
             ctx.builder.emit(opcode, address, TensorAddress(tmap, coords), barrier, guard=guard)
         return
     part, mask = _part_and_mask(ctx, collective)
-    for address, coords in _copies(ctx, op, ref, list(op.operands)[4:], part):
+    for address, coords in _copies(ctx, op, ref, part):
         ctx.builder.emit(f"{opcode}.multicast::cluster", address, TensorAddress(tmap, coords),
                          barrier, mask, guard=guard)
 
@@ -294,27 +279,26 @@ def _part_and_mask(ctx: LoweringContext, collective: Collective) -> tuple[Regist
     return ctx.cache[key]
 
 
-@lowering_rule("smalti.async_store")
-def _async_store(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(AsyncStoreOp)
+def _async_store(ctx: LoweringContext, op: AsyncStoreOp) -> None:
     """Publish the warpgroup's SMEM writes to the async proxy (when any), then thread 0
     stores."""
-    ref = smem_ref(ctx, op, op.operands[0])
+    ref = smem_ref(ctx, op, op.source)
     tmap = _tensor_map(ctx, op)
-    rank = ir.MemRefType(op.operands[1].type).rank
+    rank = ir.MemRefType(op.destination.type).rank
     b = ctx.builder
     publish_smem_writes(ctx)
     guard = Guard(leader(ctx))
-    for address, coords in _copies(ctx, op, ref, list(op.operands)[2:]):
+    for address, coords in _copies(ctx, op, ref):
         b.emit(f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group",
                TensorAddress(tmap, coords), address, guard=guard)
     b.emit("cp.async.bulk.commit_group", guard=guard)
 
 
-@lowering_rule("smalti.async_store_wait")
-def _async_store_wait(ctx: LoweringContext, op: ir.Operation) -> None:
+@lowering_rule(AsyncStoreWaitOp)
+def _async_store_wait(ctx: LoweringContext, op: AsyncStoreWaitOp) -> None:
     """Thread 0 waits for its stores to have read SMEM; then the warpgroup meets."""
-    pending = ir.IntegerAttr(op.attributes["pending"]).value
-    ctx.builder.emit("cp.async.bulk.wait_group.read", Immediate(pending),
+    ctx.builder.emit("cp.async.bulk.wait_group.read", Immediate(op.pending),
                      guard=Guard(leader(ctx)))
     warpgroup_sync(ctx)
 

@@ -44,8 +44,8 @@ def kernel_directives(func: ir.Operation) -> tuple[str, ...]:
     found: list[bool] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        op = op.operation
-        if op.name == WarpgroupRegionOp.OPERATION_NAME and op.opview.max_registers is not None:
+        view = op.operation.opview
+        if isinstance(view, WarpgroupRegionOp) and view.max_registers is not None:
             found.append(True)
         return ir.WalkResult.ADVANCE
 
@@ -72,11 +72,8 @@ def _runs_region(ctx: LoweringContext, warpgroups: tuple[int, ...]) -> Register 
     return b.compute("setp.ne.u32", "pred", bit, 0)
 
 
-@lowering_rule(WarpgroupRegionOp.OPERATION_NAME)
-def _warpgroup_region(ctx: LoweringContext, op: ir.Operation) -> None:
-    from smalti.lowering.lower import lower_block  # lower.py imports this module
-
-    region: WarpgroupRegionOp = op.opview
+@lowering_rule(WarpgroupRegionOp)
+def _warpgroup_region(ctx: LoweringContext, region: WarpgroupRegionOp) -> None:
     b = ctx.builder
     runs = _runs_region(ctx, region.warpgroups)
     end = b.new_label("role_end")
@@ -90,5 +87,5 @@ def _warpgroup_region(ctx: LoweringContext, op: ir.Operation) -> None:
             direction = "inc" if budget > entry else "dec"
             b.emit(f"setmaxnreg.{direction}.sync.aligned.u32", budget)
         if region.body is not None:
-            lower_block(ctx, region.body)
+            ctx.lower_block(region.body)
     b.place(end)

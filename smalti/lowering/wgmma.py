@@ -15,12 +15,11 @@ instruction, in the A fragment layout of its bit width (WGMMA_A_LAYOUTS).
 
 from __future__ import annotations
 
-from jaxlib.mlir import ir
-
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops_mma import (
     PTX_INPUT_TYPES,
     TRANSPOSABLE_TYPES,
+    WgmmaOp,
     is_transposed,
     mn_major_problem,
 )
@@ -43,7 +42,7 @@ def _offset(ref: SmemRef, mn: int, k: int, is_b: bool) -> int:
     return static_offset(ref, (k, mn) if is_b else (mn, k), swizzled=False)
 
 
-def _descriptor_fields(op: ir.Operation, ref: SmemRef, is_b: bool) -> tuple[bool, int]:
+def _descriptor_fields(op: WgmmaOp, ref: SmemRef, is_b: bool) -> tuple[bool, int]:
     """(MN-major, the descriptor's constant bits: LBO, SBO, swizzle mode)."""
     if ref.swizzle is None:
         raise error_at(op, "wgmma operands in shared memory must be swizzled; give the ref "
@@ -128,9 +127,9 @@ def _a_registers(ctx: LoweringContext, a: FragmentedArray, block: int, step: int
     return VectorOperand(tuple(registers))
 
 
-@lowering_rule("smalti.wgmma")
-def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
-    acc = ctx.array(op, op.operands[0])
+@lowering_rule(WgmmaOp)
+def _wgmma(ctx: LoweringContext, op: WgmmaOp) -> None:
+    acc = ctx.array(op, op.accumulator)
     if acc.layout != WGMMA_LAYOUT:
         raise error_at(op, "the accumulator must be in the WGMMA layout")
     m, n = acc.shape
@@ -139,14 +138,14 @@ def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
                   for vector in acc.vectors)
     result = FragmentedArray(acc.layout, acc.shape, acc.element, fresh, acc.vector_length)
     where = _vector_index(result)
-    b_ref = smem_ref(ctx, op, op.operands[2])
+    b_ref = smem_ref(ctx, op, op.b)
     b_mn_major, b_bits = _descriptor_fields(op, b_ref, is_b=True)
     b_base = _descriptor_base(ctx, b_ref, b_bits)
     element = b_ref.element
     k = b_ref.shape[0]
     steps = k * element.bytes // K_BYTES
     k_step = K_BYTES // element.bytes
-    a_value = ctx.values.get(op.operands[1])
+    a_value = ctx.values.get(op.a)
     if isinstance(a_value, FragmentedArray):
         a_layout = WGMMA_A_LAYOUTS.get(a_value.element.bits)
         if a_value.layout != a_layout or a_value.pack * a_value.element.bits != 32:
@@ -158,7 +157,7 @@ def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
         fragments = {(step, block): _a_registers(ctx, a_value, block, step, a_where)
                      for step in range(steps) for block in range(m // M_BLOCK)}
     else:
-        a_ref = smem_ref(ctx, op, op.operands[1])
+        a_ref = smem_ref(ctx, op, op.a)
         a_mn_major, a_bits = _descriptor_fields(op, a_ref, is_b=False)
         a_base = _descriptor_base(ctx, a_ref, a_bits)
         a_element = a_ref.element
@@ -190,4 +189,4 @@ def _wgmma(ctx: LoweringContext, op: ir.Operation) -> None:
             b.emit(opcode, d, a_operand, b_desc, *tail)
     b.emit("wgmma.commit_group.sync.aligned")
     b.emit("wgmma.wait_group.sync.aligned", Immediate(0))
-    ctx.set(op.results[0], result)
+    ctx.set(op.result, result)

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context, parse_module
-from smalti.dialect.kernel import KernelSignature, kernel_functions, kernel_signature
+from smalti.dialect.kernel import KernelSignature
+from smalti.dialect.launch import kernel_functions, kernel_name
 from smalti.lowering import lower_module
 from smalti.passes import DEFAULT_PIPELINE, run_pipeline
 from smalti.ptx import print_module
@@ -53,25 +54,16 @@ def compile_module(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
     `kernel` keeps only that kernel's PTX (KeyError if there is none)."""
     functions = kernel_functions(module)
     dumper = Dumper.from_environment(
-        kernel or (kernel_signature(functions[0]).name if functions else "module"))
+        kernel or (kernel_name(functions[0]) if functions else "module"))
     with module.context:
         run_pipeline(module, pipeline, after_pass=dumper.after_pass if dumper else None)
-        ptx = dataclasses.replace(lower_module(module), target=arch)
-        signatures = {s.name: s for s in map(_signature, kernel_functions(module))}
+        lowered = lower_module(module)
     if kernel is not None:
-        ptx = dataclasses.replace(ptx, kernels=(ptx.kernel(kernel),))
-        signatures = {kernel: signatures[kernel]}
-    text = print_module(ptx)
+        lowered = lowered.only(kernel)
+    text = print_module(dataclasses.replace(lowered.ptx, target=arch))
     if dumper is not None:
         dumper.write("ptx", text)
-    return CompiledModule(text, signatures, arch, dumper)
-
-
-def _signature(func: ir.Operation) -> KernelSignature:
-    """The kernel's signature with the tensor maps its lowering takes as parameters."""
-    from smalti.lowering.tma import tensor_map_records
-
-    return dataclasses.replace(kernel_signature(func), tensor_maps=tensor_map_records(func))
+    return CompiledModule(text, lowered.signatures, arch, dumper)
 
 
 def compile_mlir(text: str, source_name: str = "<string>", *, arch: str = DEFAULT_ARCH,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from smalti.dialect.attributes import LayoutAttrError, attr_to_transforms
+from smalti.dialect.checks import constant_index, element_bytes
 from smalti.dialect.diagnostics import DiagnosticError, error_at
-from smalti.dialect.ops import constant_index
-from smalti.dialect.ops_memory import element_bytes
+from smalti.dialect.ops_memory import SliceSmemOp
 from smalti.tiling.smem import SwizzleTransform, physical_shape
 
 PHYSICAL_SHAPE_ATTR = "physical_shape"
@@ -19,10 +19,10 @@ def tile_shared_memory(module: ir.Operation) -> None:
     errors: list[DiagnosticError] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        op = op.operation
-        if op.name == "smalti.slice_smem":
+        view = op.operation.opview
+        if isinstance(view, SliceSmemOp):
             try:
-                _tile(op)
+                _tile(view)
             except DiagnosticError as error:  # exceptions must not cross the C++ walk
                 errors.append(error)
         return ir.WalkResult.ADVANCE
@@ -32,18 +32,18 @@ def tile_shared_memory(module: ir.Operation) -> None:
         raise DiagnosticError([d for e in errors for d in e.diagnostics])
 
 
-def _tile(op: ir.Operation) -> None:
+def _tile(op: SliceSmemOp) -> None:
     if "out_transforms" not in op.attributes:
         raise error_at(op, "has no 'out_transforms': run smalti-infer-layouts before "
                            "smalti-tile")
-    ref_type = ir.MemRefType(op.results[0].type)
+    ref_type = ir.MemRefType(op.result.type)
     try:
         transforms = attr_to_transforms(op.attributes["out_transforms"][0])
         shape = physical_shape(transforms, tuple(ref_type.shape), element_bytes(ref_type))
     except (LayoutAttrError, ValueError) as error:
         raise error_at(op, f"transforms do not apply: {error}") from None
     swizzles = [t.swizzle_bytes for t in transforms if isinstance(t, SwizzleTransform)]
-    offset = constant_index(op.operands[0])
+    offset = constant_index(op.offset)
     if swizzles and offset is not None and offset % (8 * swizzles[0]):
         raise error_at(op, f"a {swizzles[0]}-byte swizzled slice must start on a multiple of "
                            f"{8 * swizzles[0]} bytes, this one starts at {offset}")

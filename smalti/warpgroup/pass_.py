@@ -11,11 +11,13 @@ outside any control flow that depends on the thread. Kernels with budgeted roles
 from __future__ import annotations
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_ops
 
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at
-from smalti.dialect.kernel import is_kernel
+from smalti.dialect.launch import is_kernel
+from smalti.dialect.ops_warpgroup import WarpgroupRegionOp
 from smalti.warpgroup.collective import block_collective, warpgroup_collective
-from smalti.warpgroup.roles import REGION_OP, kernel_roles, misplaced_region, register_budgets
+from smalti.warpgroup.roles import kernel_roles, misplaced_region, register_budgets
 from smalti.warpgroup.uniformity import divergent_condition, thread_varying
 
 REGISTER_BUDGETS_ATTR = "smalti.register_budgets"
@@ -29,7 +31,7 @@ def check_warpgroups(module: ir.Operation) -> None:
         try:
             if is_kernel(op):
                 _check_kernel(op)
-            elif op.name == "func.func":
+            elif isinstance(op.opview, func_ops.FuncOp):
                 _check_plain_function(op)
         except DiagnosticError as error:
             diagnostics.extend(error.diagnostics)
@@ -40,7 +42,7 @@ def check_warpgroups(module: ir.Operation) -> None:
 def _check_plain_function(func: ir.Operation) -> None:
     """warpgroup_regions only make sense in kernels; the collectives are checked anyway."""
     for op in _ops(func):
-        if op.name == REGION_OP:
+        if isinstance(op.opview, WarpgroupRegionOp):
             raise error_at(op, "must be in a kernel (a func.func marked smalti.kernel)")
     _check_collectives(func)
 
@@ -99,7 +101,7 @@ def _check_collectives(func: ir.Operation) -> None:
                                                 "differs between threads of a warpgroup",
                                "note"),)).diagnostics)
                 break
-            if whole_block and parent.name == REGION_OP:
+            if whole_block and isinstance(parent.opview, WarpgroupRegionOp):
                 errors.extend(error_at(op, "must be reached by the whole block, but it is in "
                                            "a warpgroup_region that only some warpgroups run",
                                        (Diagnostic(parent.location, "the region", "note"),)

@@ -6,17 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_ops
 
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at
-from smalti.dialect.kernel import kernel_signature
+from smalti.dialect.launch import kernel_warpgroups
 from smalti.dialect.ops_warpgroup import (
     REGISTER_FILE,
     WarpgroupRegionOp,
     entry_register_budget,
 )
 from smalti.tiling import WARPGROUP_SIZE
-
-REGION_OP = WarpgroupRegionOp.OPERATION_NAME
 
 
 @dataclass(frozen=True)
@@ -35,20 +34,20 @@ def _note(op: ir.Operation, message: str) -> Diagnostic:
 def kernel_roles(func: ir.Operation) -> tuple[Role, ...]:
     """The roles of kernel `func`, checked: top level of the body, nothing but roles and
     the return after the first budgeted one, existing warpgroups, at most one role each."""
-    count = kernel_signature(func).warpgroups
+    count = kernel_warpgroups(func)
     roles: list[Role] = []
     owner: dict[int, Role] = {}
     budgeted: Role | None = None
     for op in func.regions[0].blocks[0].operations:
         op = op.operation
-        if op.name != REGION_OP:
-            if budgeted is not None and op.name != "func.return":
+        view = op.opview
+        if not isinstance(view, WarpgroupRegionOp):
+            if budgeted is not None and not isinstance(view, func_ops.ReturnOp):
                 raise error_at(op, "follows a warpgroup_region that set a register budget; "
                                    "warpgroups run with different budgets after it, so only "
                                    "more warpgroup_regions may follow",
                                (_note(budgeted.op, "the budget is set here"),))
             continue
-        view = op.opview
         role = Role(op, view.warpgroups, view.max_registers)
         for w in role.warpgroups:
             if w >= count:
@@ -72,7 +71,7 @@ def misplaced_region(func: ir.Operation) -> DiagnosticError | None:
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         op = op.operation
-        if op.name == REGION_OP and op.parent.operation != func:
+        if isinstance(op.opview, WarpgroupRegionOp) and op.parent.operation != func:
             found.append(op)
         return ir.WalkResult.ADVANCE
 
@@ -90,7 +89,7 @@ def register_budgets(func: ir.Operation, roles: tuple[Role, ...]) -> tuple[int, 
     when some role sets one; DiagnosticError if they overflow the register file."""
     if all(role.max_registers is None for role in roles):
         return None
-    count = kernel_signature(func).warpgroups
+    count = kernel_warpgroups(func)
     entry = entry_register_budget(count)
     budgets = [entry] * count
     for role in roles:

@@ -9,54 +9,46 @@ branch results are followed to a fixed point.
 from __future__ import annotations
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith, gpu, scf
 
-from smalti.dialect.ops import constant_index
 from smalti.tiling import WARPGROUP_SIZE
 
-THREAD_SOURCES = ("gpu.thread_id", "gpu.lane_id")
-WARPGROUP_DIVISIONS = ("arith.divui", "arith.divsi", "arith.floordivsi", "arith.ceildivui",
-                       "arith.ceildivsi")
+THREAD_SOURCES = (gpu.ThreadIdOp, gpu.LaneIdOp)
+WARPGROUP_DIVISIONS = (arith.DivUIOp, arith.DivSIOp, arith.FloorDivSIOp, arith.CeilDivUIOp,
+                       arith.CeilDivSIOp)
 
 
 def _constant(value: ir.Value) -> int | None:
     """An integer constant of index or integer type, or None."""
-    known = constant_index(value)
-    if known is not None:
-        return known
     owner = value.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+    if isinstance(owner, ir.Block) or not isinstance(owner.operation.opview, arith.ConstantOp):
         return None
-    attr = owner.attributes["value"]
+    attr = owner.operation.opview.value
     return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
 
 
-def _keeps_only_warpgroup(op: ir.Operation) -> bool:
+def _keeps_only_warpgroup(op: ir.OpView) -> bool:
     """`x / c` with c a multiple of 128, or `x >> s` with s >= 7."""
-    if len(op.operands) != 2:
-        return False
-    amount = _constant(op.operands[1])
-    if amount is None:
-        return False
-    if op.name in WARPGROUP_DIVISIONS:
-        return amount > 0 and amount % WARPGROUP_SIZE == 0
-    if op.name == "arith.shrui":
-        return amount >= WARPGROUP_SIZE.bit_length() - 1
+    if isinstance(op, WARPGROUP_DIVISIONS):
+        amount = _constant(op.rhs)
+        return amount is not None and amount > 0 and amount % WARPGROUP_SIZE == 0
+    if isinstance(op, arith.ShRUIOp):
+        amount = _constant(op.rhs)
+        return amount is not None and amount >= WARPGROUP_SIZE.bit_length() - 1
     return False
 
 
-def _flows(op: ir.Operation) -> list[tuple[ir.Value, ir.Value]]:
+def _flows(op: ir.OpView) -> list[tuple[ir.Value, ir.Value]]:
     """(source, target) pairs of values an op moves into block arguments and results."""
     pairs: list[tuple[ir.Value, ir.Value]] = []
-    match op.name:
-        case "scf.for":
-            body = op.regions[0].blocks[0]
-            inits = list(op.operands)[3:]
-            carried = list(body.arguments)[1:]
-            yielded = list(_terminator(body).operands)
-            for init, arg, out, result in zip(inits, carried, yielded, op.results, strict=True):
+    match op:
+        case scf.ForOp():
+            yielded = list(_terminator(op.body).operands)
+            for init, arg, out, result in zip(op.initArgs, op.inner_iter_args, yielded,
+                                              op.results, strict=True):
                 pairs += [(init, arg), (out, arg), (out, result)]
-        case "scf.if":
-            for region in op.regions:
+        case scf.IfOp():
+            for region in (op.thenRegion, op.elseRegion):
                 if len(region.blocks):
                     yielded = _terminator(region.blocks[0]).operands
                     pairs += list(zip(yielded, op.results, strict=True))
@@ -71,10 +63,10 @@ def _terminator(block: ir.Block) -> ir.Operation:
 def thread_varying(func: ir.Operation) -> set[ir.Value]:
     """Every value of `func` that may differ between threads of one warpgroup."""
     varying: set[ir.Value] = set()
-    ops: list[ir.Operation] = []
+    ops: list[ir.OpView] = []
 
     def collect(op: ir.Operation) -> ir.WalkResult:
-        ops.append(op.operation)
+        ops.append(op.operation.opview)
         return ir.WalkResult.ADVANCE
 
     func.walk(collect, ir.WalkOrder.PRE_ORDER)
@@ -82,8 +74,10 @@ def thread_varying(func: ir.Operation) -> set[ir.Value]:
     while changed:
         changed = False
         for op in ops:
-            derived = any(v in varying for v in op.operands) and not _keeps_only_warpgroup(op)
-            targets = list(op.results) if op.name in THREAD_SOURCES or derived else []
+            derived = (any(v in varying for v in op.operation.operands)
+                       and not _keeps_only_warpgroup(op))
+            source = isinstance(op, THREAD_SOURCES)
+            targets = list(op.operation.results) if source or derived else []
             targets += [t for s, t in _flows(op) if s in varying]
             for value in targets:
                 if value not in varying:
@@ -94,16 +88,15 @@ def thread_varying(func: ir.Operation) -> set[ir.Value]:
 
 def divergent_condition(op: ir.Operation, varying: set[ir.Value]) -> ir.Value | None:
     """The thread-varying value that decides whether (or how often) `op`'s regions run."""
-    match op.name:
-        case "scf.if":
-            deciding = [op.operands[0]]
-        case "scf.for":
-            deciding = list(op.operands)[:3]
-        case "scf.while":
-            before = op.regions[0].blocks[0]
-            deciding = list(_terminator(before).operands)[:1]
-        case "scf.index_switch":
-            deciding = [op.operands[0]]
+    match op.opview:
+        case scf.IfOp(condition=condition):
+            deciding = [condition]
+        case scf.ForOp(lowerBound=lower, upperBound=upper, step=step):
+            deciding = [lower, upper, step]
+        case scf.WhileOp(before=before):
+            deciding = list(_terminator(before.blocks[0]).operands)[:1]
+        case scf.IndexSwitchOp(arg=argument):
+            deciding = [argument]
         case _:
             deciding = []
     return next((v for v in deciding if v in varying), None)

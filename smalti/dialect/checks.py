@@ -1,0 +1,110 @@
+"""Checks and readers that several ops share: types of memory refs, constant indices, the
+`collective` attribute, and located errors for malformed operands. It imports no op module."""
+
+from __future__ import annotations
+
+import math
+
+from jaxlib.mlir import ir
+
+from smalti.dialect.bindings import is_workgroup_address_space
+from smalti.dialect.diagnostics import error_at
+from smalti.dialect.launch import CLUSTER_ATTR, enclosing_kernel, kernel_cluster
+
+
+def is_smem_type(t: ir.Type) -> bool:
+    """A memref in `#gpu.address_space<workgroup>` (shared memory)."""
+    return isinstance(t, ir.MemRefType) and is_workgroup_address_space(
+        ir.MemRefType(t).memory_space)
+
+
+def is_gmem_type(t: ir.Type) -> bool:
+    """A memref in global memory (no memory space)."""
+    return isinstance(t, ir.MemRefType) and ir.MemRefType(t).memory_space is None
+
+
+def bitwidth(element_type: ir.Type) -> int:
+    """Bits of one element of an integer, float or index type."""
+    if isinstance(element_type, ir.IntegerType):
+        return ir.IntegerType(element_type).width
+    if isinstance(element_type, ir.FloatType):
+        return ir.FloatType(element_type).width
+    if isinstance(element_type, ir.IndexType):
+        return 64
+    raise TypeError(f"no bit width for element type {element_type}")
+
+
+def element_bytes(t: ir.Type) -> int:
+    """Bytes of one element of a memref or vector type (at least 1)."""
+    return max(bitwidth(ir.ShapedType(t).element_type) // 8, 1)
+
+
+def smem_size_bytes(t: ir.Type) -> int:
+    return math.prod(ir.MemRefType(t).shape) * element_bytes(t)
+
+
+def row_major_strides(shape: list[int] | tuple[int, ...]) -> list[int]:
+    """Element strides of a contiguous row-major array of `shape`."""
+    return [math.prod(shape[i + 1:]) for i in range(len(shape))]
+
+
+def constant_index(value: ir.Value) -> int | None:
+    """The value of an `arith.constant` of type index, or None."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation
+    if owner.name == "arith.constant" and isinstance(value.type, ir.IndexType):
+        return ir.IntegerAttr(owner.attributes["value"]).value
+    return None
+
+
+def check_smem_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefType:
+    """A shared-memory memref of static shape; else a located error naming `what`."""
+    if not is_smem_type(value.type):
+        raise error_at(op, f"expects {what} to be a memref in #gpu.address_space<workgroup>, "
+                           f"got {value.type}")
+    ref = ir.MemRefType(value.type)
+    if not ref.has_static_shape:
+        raise error_at(op, f"expects {what} of static shape, got {ref}")
+    return ref
+
+
+def check_index(op: ir.Operation, value: ir.Value, what: str) -> None:
+    if not isinstance(value.type, ir.IndexType):
+        raise error_at(op, f"{what} must have type index, got {value.type}")
+
+
+def check_vector(op: ir.Operation, value: ir.Value, what: str) -> ir.VectorType:
+    if not isinstance(value.type, ir.VectorType):
+        raise error_at(op, f"expects {what} to be a vector, got {value.type}")
+    return ir.VectorType(value.type)
+
+
+def collective_dims(op: ir.Operation) -> tuple[int, ...]:
+    """An op's `collective` attribute (default none): distinct cluster dims (0 = x, 1 = y,
+    2 = z), each of size > 1 in the `smalti.cluster` of the kernel enclosing the op; else a
+    located error."""
+    if "collective" not in op.attributes:
+        return ()
+    attr = op.attributes["collective"]
+    if not isinstance(attr, ir.DenseI64ArrayAttr):
+        raise error_at(op, f"'collective' must be array<i64: ...> of cluster dims, got {attr}")
+    dims = tuple(attr)
+    if len(set(dims)) != len(dims):
+        raise error_at(op, f"'collective' {list(dims)} repeats a cluster dim")
+    func = enclosing_kernel(op)
+    if func is None:
+        raise error_at(op, "'collective' needs an enclosing kernel (a func.func marked "
+                           f"'smalti.kernel') with a '{CLUSTER_ATTR}'")
+    cluster = kernel_cluster(func)
+    if cluster is None:  # the kernel's own check reports its malformed grid or cluster
+        return dims
+    for d in dims:
+        if not 0 <= d < 3:
+            raise error_at(op, f"'collective' dim {d} is not a cluster dim (0 = x, 1 = y, "
+                               "2 = z)")
+        if cluster[d] == 1:
+            raise error_at(op, f"'collective' dim {d} has size 1 in the kernel's "
+                               f"'{CLUSTER_ATTR}' {list(cluster)}: nothing to share along it")
+    return dims
