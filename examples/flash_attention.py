@@ -37,15 +37,12 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import smalti.dsl as sd
-from smalti.dialect.attributes import transforms_to_attr
-from smalti.dsl.trace import emit_value
 from smalti.tiling import SwizzleTransform, TileTransform, Transform, TransposeTransform
 
 BLOCK_Q = 64  # rows of Q per warpgroup (one wgmma M block)
@@ -97,14 +94,6 @@ def smem(q: jax.ShapeDtypeStruct, k: jax.ShapeDtypeStruct, v: jax.ShapeDtypeStru
     ]
 
 
-def with_transforms(ref: sd.Ref, transforms: Sequence[Transform]) -> sd.Ref:
-    """`ref` with its shared-memory transforms fixed (smalti.with_transforms). The DSL has
-    no public call for this yet, so the op is emitted with the tracer's `emit_value`."""
-    value = emit_value("smalti.with_transforms", [ref.value], ref.value.type,
-                       {"transforms": transforms_to_attr(list(transforms))})
-    return sd.Ref(value, ref.name)
-
-
 def attend(q_ref: sd.Ref, k_ref: sd.Ref, v_ref: sd.Ref, o_ref: sd.Ref, bars: sd.BarrierArray,
            q_smem: sd.Ref, k_smem: sd.StagedRef, kt_smem: sd.StagedRef, v_smem: sd.StagedRef,
            causal: bool) -> None:
@@ -113,8 +102,8 @@ def attend(q_ref: sd.Ref, k_ref: sd.Ref, v_ref: sd.Ref, o_ref: sd.Ref, bars: sd.
     half, pair, head = sd.program_id(0), sd.program_id(1), sd.program_id(2)
     rows = (pair * 2 + half) * BLOCK_Q
     scale = LOG2_E / math.sqrt(head_dim)  # exp(x / sqrt(d)) = exp2(x * scale)
-    keys = [with_transforms(k_smem[s], K_TILE) for s in range(STAGES)]
-    keys_t = [with_transforms(kt_smem[s], K_TRANSPOSED) for s in range(STAGES)]
+    keys = [k_smem[s].with_transforms(*K_TILE) for s in range(STAGES)]
+    keys_t = [kt_smem[s].with_transforms(*K_TRANSPOSED) for s in range(STAGES)]
 
     def fetch(stage: int, block: sd.Index | int) -> None:
         """Start the TMA loads of K/V tile `block` into `stage`."""

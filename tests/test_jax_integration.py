@@ -191,7 +191,7 @@ def test_export_for_cuda_gives_the_custom_call_the_debug_buffer_result(monkeypat
     does not, and no Python callback is staged (it could not be serialized): a warning says
     the exported CUDA code will not print."""
     monkeypatch.setattr(jax_integration, "cuda_backend_present", lambda: cuda_here)
-    monkeypatch.setattr(launcher, "register", lambda directory: NAME)
+    monkeypatch.setattr(jax_integration, "register", lambda directory: NAME)
     compiled = compile_debug_kernel()
     if compiled.cubin is None:
         compiled = CompiledKernel(compiled.key, compiled.ptx, compiled.signature, b"\x7fELF")
@@ -224,7 +224,7 @@ def test_cuda_branch_prints_the_debug_result_as_the_simulator_does(monkeypatch, 
     a debug callback, and that callback prints exactly what run_simulated printed from the
     same buffer."""
     monkeypatch.setattr(jax_integration, "cuda_backend_present", lambda: True)
-    monkeypatch.setattr(launcher, "register", lambda directory: NAME)
+    monkeypatch.setattr(jax_integration, "register", lambda directory: NAME)
     compiled = compile_debug_kernel()
     if compiled.cubin is None:  # the CUDA branch needs one to launch
         compiled = CompiledKernel(compiled.key, compiled.ptx, compiled.signature, b"\x7fELF")

@@ -95,7 +95,6 @@ class WithTransformsOp(SmaltiOp):
     """The same SMEM ref, with its tile/swizzle/transpose transforms fixed."""
 
     OPERATION_NAME = "smalti.with_transforms"
-    USER_FACING = False  # the DSL's transposed views (.T) and swizzled buffers make it
 
     source = Operand("the shared-memory ref")
     transforms = Attr(TRANSFORMS, "its tile, swizzle and transpose transforms")

@@ -42,6 +42,10 @@ class OpRegistry(Generic[T]):
         """The entry for `op`'s class, or None."""
         return self._entries.get(op_class(op))
 
+    def of(self, cls: type[ir.OpView]) -> T | None:
+        """The entry registered for op class `cls`, or None."""
+        return self._entries.get(cls)
+
     def __contains__(self, cls: type[ir.OpView]) -> bool:
         return cls in self._entries
 

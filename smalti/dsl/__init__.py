@@ -43,7 +43,7 @@ from smalti.dsl.ops import (
 from smalti.dsl.refs import Ref, RefView
 from smalti.dsl.regions import warpgroup_region
 from smalti.dsl.smem import SMEM, Barriers, Union
-from smalti.dsl.smem_refs import Barrier, BarrierArray, SharedRef, StagedRef
+from smalti.dsl.smem_refs import Barrier, BarrierArray, SharedRef, StagedRef, warpgroup_barrier
 from smalti.dsl.specs import ArraySpec
 from smalti.dsl.tma import async_copy, async_store, async_store_wait
 from smalti.runtime.exports import deserialize, export
@@ -94,6 +94,7 @@ __all__ = [
     "rsqrt",
     "sqrt",
     "tanh",
+    "warpgroup_barrier",
     "warpgroup_region",
     "wgmma",
     "when",

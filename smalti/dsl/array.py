@@ -8,19 +8,25 @@ from collections.abc import Sequence
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith, vector
+from jaxlib.mlir.dialects import math as math_ops
 
 from smalti.dialect.bindings import combining_kind_attr
-from smalti.dsl.dtypes import bit_width, is_float, mlir_type, numpy_dtype
+from smalti.dialect.ops_compute import BroadcastInDimOp
+from smalti.dsl.dtypes import bit_width, is_float, mlir_name, mlir_type, numpy_dtype
 from smalti.dsl.locations import user_error
-from smalti.dsl.trace import emit_value
+from smalti.dsl.trace import create, dsl_entry, emit_value
 
 Shape = tuple[int, ...]
 
-FLOAT_BINARY = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf",
-                "div": "arith.divf", "max": "arith.maximumf", "min": "arith.minimumf"}
-BITWISE = {"and": "arith.andi", "or": "arith.ori", "xor": "arith.xori"}
-INT_BINARY = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
-              "max": "arith.maxsi", "min": "arith.minsi", **BITWISE}
+FLOAT_BINARY: dict[str, type[ir.OpView]] = {
+    "add": arith.AddFOp, "sub": arith.SubFOp, "mul": arith.MulFOp, "div": arith.DivFOp,
+    "max": arith.MaximumFOp, "min": arith.MinimumFOp}
+BITWISE: dict[str, type[ir.OpView]] = {"and": arith.AndIOp, "or": arith.OrIOp,
+                                       "xor": arith.XOrIOp}
+INT_BINARY: dict[str, type[ir.OpView]] = {
+    "add": arith.AddIOp, "sub": arith.SubIOp, "mul": arith.MulIOp, "max": arith.MaxSIOp,
+    "min": arith.MinSIOp, **BITWISE}
 # arith.cmpf predicates: ordered comparisons (false on NaN), except "!=", which is unordered
 # (true on NaN), as in numpy. arith.cmpi predicates: signed.
 FLOAT_PREDICATES = {"==": 1, ">": 2, ">=": 3, "<": 4, "<=": 5, "!=": 13}
@@ -58,7 +64,7 @@ class Array:
         """The MLIR value with this array's (logical) shape."""
         if self.shape == self._real_shape:
             return self._value
-        return emit_value("vector.shape_cast", [self._value], vector_type(self.shape, self.dtype))
+        return emit_value(vector.ShapeCastOp, [self._value], vector_type(self.shape, self.dtype))
 
     def __repr__(self) -> str:
         return f"Array(shape={self.shape}, dtype={self.dtype.name})"
@@ -72,6 +78,7 @@ class Array:
         raise user_error(TypeError, "a traced Array cannot be iterated while tracing")
 
     # Broadcasting ---------------------------------------------------------------------
+    @dsl_entry(BroadcastInDimOp)
     def broadcast_to(self, shape: Shape) -> Array:
         """This array broadcast (numpy rules) to `shape`."""
         shape = tuple(shape)
@@ -90,10 +97,9 @@ class Array:
         result = vector_type(shape, self.dtype)
         trailing = targets == tuple(range(len(shape) - len(targets), len(shape)))
         if trailing:
-            return Array(emit_value("vector.broadcast", [self._value], result))
-        dims = ir.DenseI64ArrayAttr.get(list(targets))
-        return Array(emit_value("smalti.broadcast_in_dim", [self._value], result,
-                                {"broadcast_dimensions": dims}))
+            return Array(emit_value(vector.BroadcastOp, [self._value], result))
+        return Array(create(BroadcastInDimOp, source=self._value, broadcast_dimensions=targets,
+                            result_types=[result]).result)
 
     def __getitem__(self, key: object) -> Array:
         """`x[:, None]` (new unit dims) or static slices `x[0:64, :]`."""
@@ -152,7 +158,7 @@ class Array:
             return self
         attributes = {"offsets": _i64_list(offsets), "sizes": _i64_list(sizes),
                       "strides": _i64_list([1] * len(sizes))}
-        return Array(emit_value("vector.extract_strided_slice", [self.value],
+        return Array(emit_value(vector.ExtractStridedSliceOp, [self.value],
                                 vector_type(tuple(sizes), self.dtype), attributes))
 
     @property
@@ -160,7 +166,7 @@ class Array:
         """The transpose of a 2-D array (vector.transpose)."""
         if self.ndim != 2:
             raise user_error(ValueError, f".T needs a 2-D array, got shape {self.shape}")
-        return Array(emit_value("vector.transpose", [self.value],
+        return Array(emit_value(vector.TransposeOp, [self.value],
                                 vector_type(self.shape[::-1], self.dtype),
                                 {"permutation": _i64_array([1, 0])}))
 
@@ -194,11 +200,11 @@ class Array:
             raise user_error(TypeError, f"'{operation}' does not compare bool arrays; compare "
                                         "the values they were computed from")
         a, b = self._pair(other, operation)
-        name, table = (("arith.cmpf", FLOAT_PREDICATES) if is_float(a.dtype)
-                       else ("arith.cmpi", INT_PREDICATES))
+        compare, table = ((arith.CmpFOp, FLOAT_PREDICATES) if is_float(a.dtype)
+                          else (arith.CmpIOp, INT_PREDICATES))
         predicate = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), table[operation])
-        return Array(emit_value(name, [a.value, b.value], vector_type(a.shape, np.dtype(bool)),
-                                {"predicate": predicate}))
+        return Array(emit_value(compare, [a.value, b.value],
+                                vector_type(a.shape, np.dtype(bool)), {"predicate": predicate}))
 
     def __lt__(self, other: object) -> Array:
         return self._compare(other, "<")
@@ -274,24 +280,24 @@ class Array:
 
     def __neg__(self) -> Array:
         if is_float(self.dtype):
-            return self._unary("arith.negf")
+            return self._unary(arith.NegFOp)
         return 0 - self
 
     def __pos__(self) -> Array:
         return self
 
     def __abs__(self) -> Array:
-        return self._unary("math.absf" if is_float(self.dtype) else "math.absi")
+        return self._unary(math_ops.AbsFOp if is_float(self.dtype) else math_ops.AbsIOp)
 
-    def _unary(self, name: str) -> Array:
+    def _unary(self, op: type[ir.OpView]) -> Array:
         value = self.value
-        return Array(emit_value(name, [value], value.type))
+        return Array(emit_value(op, [value], value.type))
 
-    def float_unary(self, name: str, what: str) -> Array:
+    def float_unary(self, op: type[ir.OpView], what: str) -> Array:
         """A math op defined on floats only (exp, sqrt, ...)."""
         if not is_float(self.dtype):
             raise user_error(TypeError, f"{what} needs a float array, got {self.dtype.name}")
-        return self._unary(name)
+        return self._unary(op)
 
     def astype(self, dtype: object) -> Array:
         """Convert elements: extf/truncf between floats, sitofp/fptosi/extsi/trunci otherwise;
@@ -303,23 +309,23 @@ class Array:
             return self != 0
         if self.dtype == np.bool_:
             one, zero = splat(1, self.shape, target), splat(0, self.shape, target)
-            return Array(emit_value("arith.select", [self.value, one.value, zero.value],
+            return Array(emit_value(arith.SelectOp, [self.value, one.value, zero.value],
                                     one.value.type))
         source_float, target_float = is_float(self.dtype), is_float(target)
         source_bits, target_bits = bit_width(self.dtype), bit_width(target)
         match source_float, target_float:
             case True, True:
-                name = "arith.extf" if target_bits > source_bits else "arith.truncf"
+                convert = arith.ExtFOp if target_bits > source_bits else arith.TruncFOp
                 if target_bits == source_bits:
                     raise user_error(TypeError, f"cannot convert {self.dtype.name} to "
                                                 f"{target.name} (same width)")
             case False, True:
-                name = "arith.sitofp"
+                convert = arith.SIToFPOp
             case True, False:
-                name = "arith.fptosi"
+                convert = arith.FPToSIOp
             case _:
-                name = "arith.extsi" if target_bits > source_bits else "arith.trunci"
-        return Array(emit_value(name, [self.value], vector_type(self.shape, target)))
+                convert = arith.ExtSIOp if target_bits > source_bits else arith.TruncIOp
+        return Array(emit_value(convert, [self.value], vector_type(self.shape, target)))
 
     # Reductions -----------------------------------------------------------------------
     def _reduce(self, how: str, axis: int | Sequence[int] | None, keepdims: bool) -> Array:
@@ -333,8 +339,8 @@ class Array:
         accumulator = splat(_identity(how, self.dtype), kept, self.dtype)
         attributes = {"kind": combining_kind_attr(kinds[how]),
                       "reduction_dims": _i64_array(list(axes))}
-        reduced = Array(emit_value("vector.multi_reduction", [self.value, accumulator.value],
-                                   result_type, attributes))
+        reduced = Array(emit_value(vector.MultiDimReductionOp,
+                                   [self.value, accumulator.value], result_type, attributes))
         if not keepdims:
             return reduced
         shape = tuple(1 if d in axes else size for d, size in enumerate(self.shape))
@@ -387,8 +393,6 @@ def _i64_list(values: Sequence[int]) -> ir.Attribute:
 
 def as_dtype(dtype: object) -> np.dtype:
     """A supported numpy dtype; a located TypeError otherwise."""
-    from smalti.dsl.dtypes import mlir_name
-
     if mlir_name(dtype) is None:
         raise user_error(TypeError, f"unsupported dtype {dtype!r}")
     return np.dtype(dtype)
@@ -410,7 +414,7 @@ def splat(value: float | int, shape: Shape, dtype: object) -> Array:
         attr = ir.IntegerAttr.get(element, int(value))
     result = vector_type(tuple(shape), dtype)
     dense = ir.DenseElementsAttr.get_splat(result, attr)
-    return Array(emit_value("arith.constant", [], result, {"value": dense}))
+    return Array(emit_value(arith.ConstantOp, [], result, {"value": dense}))
 
 
 def coerce(value: object, like: Array) -> Array:

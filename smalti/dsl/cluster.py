@@ -10,10 +10,12 @@ all blocks of a cluster meet at.
 
 from __future__ import annotations
 
+from jaxlib.mlir.dialects import gpu
+
 from smalti.dialect.ops_sync import ClusterBarrierOp
 from smalti.dsl.index import Index
 from smalti.dsl.ops import check_axis, launch_id
-from smalti.dsl.trace import active, emit
+from smalti.dsl.trace import active, create, dsl_entry
 
 
 def cluster_id(axis: int) -> Index:
@@ -21,7 +23,7 @@ def cluster_id(axis: int) -> Index:
     (gpu.cluster_id: %clusterid)."""
     axis = check_axis(axis, "cluster_id")
     active()
-    return launch_id("gpu.cluster_id", axis)
+    return launch_id(gpu.ClusterIdOp, axis)
 
 
 def block_id_in_cluster(axis: int) -> Index:
@@ -29,7 +31,7 @@ def block_id_in_cluster(axis: int) -> Index:
     %cluster_ctaid); program_id(axis) = cluster_id(axis) * cluster_shape()[axis] + this."""
     axis = check_axis(axis, "block_id_in_cluster")
     active()
-    return launch_id("gpu.cluster_block_id", axis)
+    return launch_id(gpu.ClusterBlockIdOp, axis)
 
 
 def cluster_rank() -> Index:
@@ -56,10 +58,11 @@ def cluster_shape() -> tuple[int, int, int]:
     return active().cluster
 
 
+@dsl_entry(ClusterBarrierOp)
 def cluster_barrier() -> None:
     """Every thread of every block of the cluster meets here (barrier.cluster): no block
     passes it before all have reached it, and their shared-memory accesses before it are
     ordered before those after it; e.g. before multicasting into a buffer again, so that
     every peer is done reading it. (The kernel publishes its barrier inits to the cluster
     by itself when it has collective copies.)"""
-    emit(ClusterBarrierOp.OPERATION_NAME)
+    create(ClusterBarrierOp)

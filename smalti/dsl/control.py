@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import scf
 
 from smalti.dsl.array import Array
 from smalti.dsl.index import Index, Predicate, as_index
@@ -29,14 +30,14 @@ def fori(lower: int | Index, upper: int | Index, body: Callable[[Index, Carry], 
     carried = _flatten(init, "fori's init")
     bounds = [as_index(v, "a loop bound").materialize() for v in (lower, upper, step)]
     values = [a.value for a in carried]
-    loop = emit("scf.for", [*bounds, *values], [v.type for v in values], regions=1)
+    loop = emit(scf.ForOp, [*bounds, *values], [v.type for v in values], regions=1)
     block = loop.regions[0].blocks.append(ir.IndexType.get(), *[v.type for v in values])
     with ir.InsertionPoint(block):
         arguments = [Array(a) for a in list(block.arguments)[1:]]
         result = body(Index.of(block.arguments[0]), _unflatten(init, arguments))
         yielded = _flatten(result, "fori's body result")
         _check_carry(carried, yielded, body)
-        emit("scf.yield", [y.value for y in yielded])
+        emit(scf.YieldOp, [y.value for y in yielded])
     return _unflatten(init, [Array(r) for r in loop.results])
 
 
@@ -60,10 +61,10 @@ def when(condition: Predicate | bool) -> Callable[[Callable[[], None]], None]:
             if static:
                 _run_branch(body)
             return None
-        branch = emit("scf.if", [condition.value], regions=2)  # type: ignore[union-attr]
+        branch = emit(scf.IfOp, [condition.value], regions=2)  # type: ignore[union-attr]
         with ir.InsertionPoint(branch.regions[0].blocks.append()):
             _run_branch(body)
-            emit("scf.yield")
+            emit(scf.YieldOp)
         return None
 
     return decorate

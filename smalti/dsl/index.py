@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith
 
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import emit_value
@@ -61,7 +62,7 @@ class Index:
                          self.constant * factor)
         if self.static is not None:
             return other * self.static
-        product = emit_value("arith.muli", [self.materialize(), other.materialize()],
+        product = emit_value(arith.MulIOp, [self.materialize(), other.materialize()],
                              ir.IndexType.get())
         return Index.of(product)
 
@@ -81,7 +82,7 @@ class Index:
             return _STATIC_COMPARISONS[how](difference)
         attributes = {"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                       CMPI_PREDICATES[how])}
-        return Predicate(emit_value("arith.cmpi", [self.materialize(), other.materialize()],
+        return Predicate(emit_value(arith.CmpIOp, [self.materialize(), other.materialize()],
                                     ir.IntegerType.get_signless(1), attributes))
 
     def __lt__(self, other: IndexLike) -> Predicate | bool:
@@ -108,12 +109,12 @@ class Index:
         total: ir.Value | None = None
         for value, coefficient in self.terms:
             term = value if coefficient == 1 else emit_value(
-                "arith.muli", [value, constant_index(coefficient)], index)
-            total = term if total is None else emit_value("arith.addi", [total, term], index)
+                arith.MulIOp, [value, constant_index(coefficient)], index)
+            total = term if total is None else emit_value(arith.AddIOp, [total, term], index)
         if total is None:
             return constant_index(self.constant)
         if self.constant:
-            total = emit_value("arith.addi", [total, constant_index(self.constant)], index)
+            total = emit_value(arith.AddIOp, [total, constant_index(self.constant)], index)
         return total
 
     def __repr__(self) -> str:
@@ -150,4 +151,4 @@ def as_index(value: object, what: str) -> Index:
 
 def constant_index(value: int) -> ir.Value:
     index = ir.IndexType.get()
-    return emit_value("arith.constant", [], index, {"value": ir.IntegerAttr.get(index, value)})
+    return emit_value(arith.ConstantOp, [], index, {"value": ir.IntegerAttr.get(index, value)})

@@ -20,7 +20,7 @@ from smalti.dialect.launch import (
     MAX_PORTABLE_CLUSTER,
     WARPGROUPS_ATTR,
 )
-from smalti.dialect.ops_sync import ClusterBarrierOp
+from smalti.dialect.ops_sync import ClusterBarrierOp, InitializeBarrierOp
 from smalti.dsl.dtypes import mlir_type
 from smalti.dsl.refs import Ref
 from smalti.dsl.smem import Placement, plan_smem
@@ -36,6 +36,7 @@ from smalti.dsl.specs import (
 from smalti.dsl.trace import TraceInfo, tracing
 from smalti.runtime.cache import CompiledKernel, compile_kernel
 from smalti.runtime.compiler import DEFAULT_ARCH
+from smalti.runtime.jax_integration import call_kernel
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,6 @@ class Kernel:
 
     def __call__(self, *args: Any) -> Any:
         """Run the kernel on `args`: the output arrays (one, or a tuple as out_shape says)."""
-        from smalti.runtime.jax_integration import call_kernel
-
         traced, compiled = self.compile(*args)
         results = call_kernel(compiled, args, [(o.shape, o.dtype) for o in traced.outputs],
                               cluster=self.options.cluster)
@@ -185,11 +184,12 @@ def check_cluster(grid: tuple[int, ...], cluster: tuple[int, int, int], name: st
 def publish_barrier_inits(block: ir.Block) -> None:
     """A cluster barrier after the kernel's mbarrier inits, so that no peer multicasts into
     this CTA (completing its barriers) before they are initialised."""
-    inits = [op for op in block.operations if op.operation.name == "smalti.initialize_barrier"]
+    inits = [op for op in block.operations
+             if isinstance(op.operation.opview, InitializeBarrierOp)]
     if inits:
         last = inits[-1].operation
         with ir.InsertionPoint.after(last):
-            ir.Operation.create(ClusterBarrierOp.OPERATION_NAME, loc=last.location)
+            ClusterBarrierOp.build(loc=last.location)
 
 
 def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,

@@ -19,13 +19,14 @@ from smalti.dialect.ops_mma import (
     TRANSPOSABLE_TYPES,
     WGMMA_K_BYTES,
     WGMMA_M,
+    WgmmaOp,
 )
 from smalti.dsl.array import Array
 from smalti.dsl.dtypes import mlir_name
 from smalti.dsl.locations import user_error
 from smalti.dsl.refs import Ref
 from smalti.dsl.smem_refs import SharedRef, StagedRef
-from smalti.dsl.trace import emit_value
+from smalti.dsl.trace import create, dsl_entry
 
 DTYPE_NAMES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32 (as tf32)",
                "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
@@ -73,6 +74,7 @@ def _check_k_major(a: Ref | Array, b: Ref) -> None:
                                      f"bt_smem.T, instead of {b.name}")
 
 
+@dsl_entry(WgmmaOp)
 def wgmma(acc: Array, a: Ref | Array, b: Ref) -> Array:
     """acc + a @ b (wgmma.mma_async): acc (M, N) f32, a (M, K), b (K, N) of bf16, f16, f32
     (as tf32) or f8; f32 and f8 B is the transposed view of an (N, K) ref (`bt_smem.T`)."""
@@ -95,5 +97,4 @@ def wgmma(acc: Array, a: Ref | Array, b: Ref) -> Array:
                                      f"8 in [8, {MAX_N}] and K a multiple of {k_step} for "
                                      f"{b.dtype.name}; got M={m}, N={n}, K={k}")
     _check_k_major(a, b)
-    value = acc.value
-    return Array(emit_value("smalti.wgmma", [value, a.value, b.value], value.type))
+    return Array(create(WgmmaOp, accumulator=acc.value, a=a.value, b=b.value).result)

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith, gpu
+from jaxlib.mlir.dialects import math as math_ops
 
 from smalti.dialect.attributes import (
     LayoutAttrError,
-    layout_to_attr,
     layout_to_text,
     text_to_layout,
 )
 from smalti.dialect.bindings import gpu_dimension_attr
+from smalti.dialect.ops import LayoutCastOp
+from smalti.dialect.ops_compute import IotaOp
+from smalti.dialect.ops_debug import DebugPrintOp
 from smalti.dsl.array import Array, Shape, as_dtype, coerce, scalar_array, splat, vector_type
 from smalti.dsl.index import Index, as_index
 from smalti.dsl.locations import user_error
-from smalti.dsl.trace import active, emit, emit_value
+from smalti.dsl.trace import active, create, dsl_entry, emit_value
 from smalti.tiling import Layout, LayoutError, check_layout_fits
 
 
@@ -27,9 +31,9 @@ def check_axis(axis: object, what: str) -> int:
     return int(axis)  # type: ignore[call-overload]
 
 
-def launch_id(name: str, axis: int) -> Index:
-    """gpu id op `name` (gpu.block_id, gpu.cluster_id, ...) along `axis`, as an Index."""
-    value = emit_value(name, [], ir.IndexType.get(), {"dimension": gpu_dimension_attr(axis)})
+def launch_id(op: type[ir.OpView], axis: int) -> Index:
+    """gpu id op `op` (gpu.BlockIdOp, gpu.ClusterIdOp, ...) along `axis`, as an Index."""
+    value = emit_value(op, [], ir.IndexType.get(), {"dimension": gpu_dimension_attr(axis)})
     return Index.of(value)
 
 
@@ -37,7 +41,7 @@ def program_id(axis: int) -> Index:
     """The block's index along grid `axis` (gpu.block_id)."""
     axis = check_axis(axis, "program_id")
     active()
-    return launch_id("gpu.block_id", axis)
+    return launch_id(gpu.BlockIdOp, axis)
 
 
 def num_programs(axis: int) -> int:
@@ -52,27 +56,27 @@ def _array(x: object, what: str) -> Array:
 
 
 def exp(x: Array) -> Array:
-    return _array(x, "exp").float_unary("math.exp", "exp")
+    return _array(x, "exp").float_unary(math_ops.ExpOp, "exp")
 
 
 def exp2(x: Array) -> Array:
-    return _array(x, "exp2").float_unary("math.exp2", "exp2")
+    return _array(x, "exp2").float_unary(math_ops.Exp2Op, "exp2")
 
 
 def log(x: Array) -> Array:
-    return _array(x, "log").float_unary("math.log", "log")
+    return _array(x, "log").float_unary(math_ops.LogOp, "log")
 
 
 def sqrt(x: Array) -> Array:
-    return _array(x, "sqrt").float_unary("math.sqrt", "sqrt")
+    return _array(x, "sqrt").float_unary(math_ops.SqrtOp, "sqrt")
 
 
 def rsqrt(x: Array) -> Array:
-    return _array(x, "rsqrt").float_unary("math.rsqrt", "rsqrt")
+    return _array(x, "rsqrt").float_unary(math_ops.RsqrtOp, "rsqrt")
 
 
 def tanh(x: Array) -> Array:
-    return _array(x, "tanh").float_unary("math.tanh", "tanh")
+    return _array(x, "tanh").float_unary(math_ops.TanhOp, "tanh")
 
 
 def abs(x: Array) -> Array:
@@ -97,6 +101,7 @@ def _binary(x: object, y: object, operation: str, what: str) -> Array:
     raise user_error(TypeError, f"{what} needs at least one traced Array")
 
 
+@dsl_entry(IotaOp)
 def iota(shape: Shape | int, dtype: object = np.int32, dimension: int | None = None) -> Array:
     """An array of `shape` whose elements hold their index along `dimension` (smalti.iota,
     converted to `dtype`); `dimension` may be left out for a 1-D shape."""
@@ -116,11 +121,9 @@ def iota(shape: Shape | int, dtype: object = np.int32, dimension: int | None = N
     target = as_dtype(dtype)
     if target == np.bool_:
         raise user_error(TypeError, "iota needs a numeric dtype, not bool")
-    attributes = {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
-                                                  dimension % len(shape))}
-    indices = Array(emit_value("smalti.iota", [], vector_type(shape, np.dtype(np.int32)),
-                               attributes))
-    return indices.astype(target)
+    indices = create(IotaOp, dimension=dimension % len(shape),
+                     result_types=[vector_type(shape, np.dtype(np.int32))])
+    return Array(indices.result).astype(target)
 
 
 def where(condition: Array, x: Array | float, y: Array | float) -> Array:
@@ -146,7 +149,7 @@ def where(condition: Array, x: Array | float, y: Array | float) -> Array:
                                      "broadcast") from None
     chosen = [v.broadcast_to(shape) if isinstance(v, Array) else scalar_array(v, shape, dtype)
               for v in (condition, x, y)]
-    return Array(emit_value("arith.select", [v.value for v in chosen], chosen[1].value.type))
+    return Array(emit_value(arith.SelectOp, [v.value for v in chosen], chosen[1].value.type))
 
 
 def full(shape: Shape, value: float | int, dtype: object = np.float32) -> Array:
@@ -167,6 +170,7 @@ def astype(x: Array, dtype: object) -> Array:
     return _array(x, "astype").astype(as_dtype(dtype))
 
 
+@dsl_entry(DebugPrintOp)
 def debug_print(format: str, value: Array | Index | int) -> None:
     """Print `format` with its one `{}` replaced by `value` (an array in whatever layout, or a
     traced index) from inside the kernel: on CPU the simulator prints as the kernel runs, on
@@ -178,9 +182,10 @@ def debug_print(format: str, value: Array | Index | int) -> None:
         operand = value.value
     else:
         operand = as_index(value, "an Array or an index to print").materialize()
-    emit("smalti.debug_print", [operand], attributes={"format": ir.StringAttr.get(format)})
+    create(DebugPrintOp, value=operand, format=format)
 
 
+@dsl_entry(LayoutCastOp)
 def layout_cast(x: Array, layout: Layout | str) -> Array:
     """The same array, required to be in register `layout` (a hint to inference; the lowering
     converts when the operand's layout differs). `layout` is a smalti.tiling layout or its
@@ -197,9 +202,7 @@ def layout_cast(x: Array, layout: Layout | str) -> Array:
     except LayoutError as error:
         raise user_error(ValueError, f"layout #smalti.{layout_to_text(layout)} cannot hold an "
                                      f"array of shape {x.shape}: {error}") from None
-    value = x.value
-    return Array(emit_value("smalti.layout_cast", [value], value.type,
-                            {"new_layout": layout_to_attr(layout)}))
+    return Array(create(LayoutCastOp, source=x.value, new_layout=layout).result)
 
 
 __all__ = ["abs", "astype", "broadcast_to", "coerce", "debug_print", "exp", "exp2", "full", "iota",

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import vector
 
+from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
 from smalti.dsl.array import Array, Shape, scalar_array, vector_type
 from smalti.dsl.dtypes import numpy_dtype
 from smalti.dsl.index import Index, as_index
 from smalti.dsl.locations import user_error
-from smalti.dsl.trace import emit, emit_value
+from smalti.dsl.trace import create, dsl_entry, emit_value
 
 
 @dataclass(frozen=True)
@@ -146,17 +148,19 @@ class Ref:
                                          "static positive length, like `i:i + 128`")
         return start, length
 
+    @dsl_entry(VectorLoadOp)
     def __getitem__(self, key: object) -> Array:
         window = self.window(key)
         indices = [s.materialize() for s in window.starts]
-        loaded = emit_value("smalti.vector_load", [self._value, *indices],
-                            vector_type(window.sizes, self.dtype))
+        loaded = create(VectorLoadOp, source=self._value, indices=indices,
+                        result_types=[vector_type(window.sizes, self.dtype)]).result
         array = Array(loaded)
         if window.shape != window.sizes:
-            array = Array(emit_value("vector.shape_cast", [loaded],
+            array = Array(emit_value(vector.ShapeCastOp, [loaded],
                                      vector_type(window.shape, self.dtype)))
         return array
 
+    @dsl_entry(VectorStoreOp)
     def __setitem__(self, key: object, value: object) -> None:
         window = self.window(key)
         if not isinstance(value, Array):
@@ -168,8 +172,8 @@ class Ref:
             value = value.broadcast_to(window.shape)
         stored = value.value
         if window.shape != window.sizes:
-            stored = emit_value("vector.shape_cast", [stored],
+            stored = emit_value(vector.ShapeCastOp, [stored],
                                 vector_type(window.sizes, self.dtype))
         indices = [s.materialize() for s in window.starts]
-        emit("smalti.vector_store", [stored, self._value, *indices])
+        create(VectorStoreOp, value=stored, destination=self._value, indices=indices)
 

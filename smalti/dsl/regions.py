@@ -19,14 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_ops
 
-from smalti.dialect.ops_warpgroup import (
-    MAX_REGISTERS_ATTR,
-    WARPGROUP_ATTR,
-    budget_problem,
-)
+from smalti.dialect.ops_warpgroup import WarpgroupRegionOp, budget_problem
 from smalti.dsl.locations import SourcePosition, user_error, user_position
-from smalti.dsl.trace import REGION_OP, TraceInfo, active, emit
+from smalti.dsl.trace import TraceInfo, active, create, dsl_entry
 
 
 @dataclass(frozen=True)
@@ -39,6 +36,7 @@ class Role:
     op: ir.Operation
 
 
+@dsl_entry(WarpgroupRegionOp)
 def warpgroup_region(warpgroups: int | Sequence[int], *, registers: int | None = None
                      ) -> Callable[[Callable[[], None]], None]:
     """Decorator: trace the decorated function (no arguments, no result) into a region that
@@ -74,8 +72,8 @@ def warpgroup_region(warpgroups: int | Sequence[int], *, registers: int | None =
         if not callable(body):
             raise user_error(TypeError, "warpgroup_region decorates a function, got "
                                         f"{type(body).__name__}")
-        op = emit(REGION_OP, attributes=_attributes(group, registers), regions=1,
-                  location=where.location())
+        op = create(WarpgroupRegionOp, warpgroups=group, max_registers=registers,
+                    location=where.location()).operation
         info.roles.append(Role(group, registers, where, op))
         with ir.InsertionPoint(op.regions[0].blocks.append()):
             if body() is not None:
@@ -105,13 +103,4 @@ def _warpgroups(warpgroups: object, info: TraceInfo) -> tuple[int, ...]:
 
 def _at_top_level() -> bool:
     """Whether ops are being traced straight into the kernel's body (no region around)."""
-    return ir.InsertionPoint.current.block.owner.operation.name == "func.func"
-
-
-def _attributes(group: tuple[int, ...], registers: int | None) -> dict[str, ir.Attribute]:
-    i64 = ir.IntegerType.get_signless(64)
-    attributes = {WARPGROUP_ATTR: ir.IntegerAttr.get(i64, group[0]) if len(group) == 1
-                  else ir.DenseI64ArrayAttr.get(list(group))}
-    if registers is not None:
-        attributes[MAX_REGISTERS_ATTR] = ir.IntegerAttr.get(i64, registers)
-    return attributes
+    return isinstance(ir.InsertionPoint.current.block.owner.operation.opview, func_ops.FuncOp)

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from smalti.dialect.ops_memory import MAX_SMEM_BYTES, SMEM_ALIGNMENT
+from smalti.dialect.ops_sync import InitializeBarrierOp
 from smalti.dsl.dtypes import mlir_name
 from smalti.dsl.locations import SourcePosition, user_error, user_position
+from smalti.dsl.trace import dsl_entry
 
 ARRAY_ALIGNMENT = 1024  # a 128-byte swizzle pattern repeats every 8 rows of 128 bytes
 BARRIER_BYTES = 8  # one mbarrier is a 64-bit word
@@ -104,6 +106,7 @@ def SMEM(shape: Sequence[int], dtype: object) -> SmemArray:
     return SmemArray(shape, np.dtype(dtype), user_position())
 
 
+@dsl_entry(InitializeBarrierOp)  # declared barriers are initialised at kernel start
 def Barriers(count: int, arrival_count: int = 1) -> SmemBarriers:
     """`count` mbarriers in shared memory, initialised with `arrival_count` arrivals per phase."""
     for what, value in (("count", count), ("arrival_count", arrival_count)):

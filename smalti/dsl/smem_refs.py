@@ -11,17 +11,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import arith
 
 from smalti.dialect.attributes import transforms_to_attr
 from smalti.dialect.bindings import workgroup_address_space
 from smalti.dialect.ops_memory import SliceSmemOp, WithTransformsOp
+from smalti.dialect.ops_sync import (
+    ArriveExpectTxOp,
+    ArriveOp,
+    InitializeBarrierOp,
+    WaitOp,
+    WarpgroupBarrierOp,
+)
 from smalti.dsl.dtypes import mlir_type
 from smalti.dsl.index import Index, IndexLike, as_index
 from smalti.dsl.locations import user_error, user_location
 from smalti.dsl.refs import Ref
 from smalti.dsl.smem import Placement, SmemArray, SmemBarriers
-from smalti.dsl.trace import emit, emit_value
-from smalti.tiling import LayoutError, Transform, wgmma_operand_transforms
+from smalti.dsl.trace import create, dsl_entry, emit_value
+from smalti.tiling import LayoutError, Transform, physical_shape, wgmma_operand_transforms
 from smalti.tiling.smem import tall_tile_rows
 
 
@@ -81,6 +89,24 @@ class SharedRef(Ref):
             self._view = self._transposed_view()
         return self._view
 
+    @dsl_entry(WithTransformsOp)
+    def with_transforms(self, *transforms: Transform) -> SharedRef:
+        """The same memory with its tile, swizzle and transpose transforms fixed rather than
+        inferred (smalti.with_transforms): how two views of one buffer agree, e.g. K that
+        TMA writes in (64, d) tiles and wgmma reads as K^T. ValueError if they do not apply
+        to the ref's shape."""
+        if not all(isinstance(t, Transform) for t in transforms):
+            raise user_error(TypeError, f"with_transforms takes smalti.tiling transforms "
+                                        f"(TileTransform, SwizzleTransform, TransposeTransform), "
+                                        f"got {transforms!r}")
+        try:
+            physical_shape(transforms, self.shape, self.dtype.itemsize)
+        except LayoutError as error:
+            raise user_error(ValueError, f"transforms {list(transforms)} do not apply to "
+                                         f"{self.name} {list(self.shape)}: {error}") from None
+        view = create(WithTransformsOp, source=self.value, transforms=transforms).result
+        return SharedRef(view, self.name)
+
     def note_collective(self, parts: int) -> None:
         """A collective copy fills this ref in `parts` pieces along its leading dim: the
         pinned tiles (if any) must not straddle two pieces."""
@@ -103,11 +129,10 @@ class SharedRef(Ref):
         source = self.value.owner.operation
         location = user_location()
         with ir.InsertionPoint.after(source), location:
-            view = ir.Operation.create(
-                SliceSmemOp.OPERATION_NAME, results=[_transposed_type(self.value.type)],
-                operands=[source.operands[0]]).result
-            pins = tuple(ir.Operation.create(WithTransformsOp.OPERATION_NAME, results=[v.type],
-                                             operands=[v]) for v in (self.value, view))
+            view = SliceSmemOp.build(offset=source.opview.offset,
+                                     result_types=[_transposed_type(self.value.type)]).result
+            pins = tuple(WithTransformsOp.build(source=v, transforms=()).operation
+                         for v in (self.value, view))
         self._pins = _Pins(pins, self.shape, self.dtype.itemsize, span)
         self._pins.retile(self._parts)
         return SharedRef(pins[1].result, f"{self.name}.T", transposed_of=self)
@@ -160,23 +185,25 @@ class Barrier:
     array: BarrierArray
     index: Index
 
+    @dsl_entry(ArriveOp)
     def arrive(self) -> None:
         """Every thread of the warpgroup arrives."""
-        emit("smalti.arrive", [self.array.value, self.index.materialize()])
+        create(ArriveOp, barriers=self.array.value, index=self.index.materialize())
 
+    @dsl_entry(ArriveExpectTxOp)
     def arrive_expect_tx(self, nbytes: int) -> None:
         """One thread announces `nbytes` of TMA transactions and arrives."""
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
             raise user_error(ValueError, "arrive_expect_tx needs a positive Python int of "
                                          f"bytes, got {nbytes!r}")
-        i64 = ir.IntegerType.get_signless(64)
-        emit("smalti.arrive_expect_tx", [self.array.value, self.index.materialize()],
-             attributes={"bytes": ir.IntegerAttr.get(i64, nbytes)})
+        create(ArriveExpectTxOp, barriers=self.array.value, index=self.index.materialize(),
+               bytes=nbytes)
 
+    @dsl_entry(WaitOp)
     def wait(self, parity: IndexLike) -> None:
         """Wait until the phase of this barrier with `parity` (its low bit) has completed."""
         phase = as_index(parity, "a barrier phase parity").materialize()
-        emit("smalti.wait", [self.array.value, self.index.materialize(), phase])
+        create(WaitOp, barriers=self.array.value, index=self.index.materialize(), parity=phase)
 
 
 class BarrierArray:
@@ -206,6 +233,14 @@ class BarrierArray:
 SmemParam = SharedRef | StagedRef | BarrierArray
 
 
+@dsl_entry(WarpgroupBarrierOp)
+def warpgroup_barrier() -> None:
+    """The 128 threads of the warpgroup meet (a named barrier): their shared-memory stores
+    before it are visible to their loads after it, e.g. reading back, in another layout,
+    an array the warpgroup just stored."""
+    create(WarpgroupBarrierOp)
+
+
 def allocate(placements: Sequence[Placement], names: Sequence[str]) -> list[SmemParam]:
     """Emit the slices (and barrier initialisations) of `placements`, located at their
     declarations; the refs the body takes for them."""
@@ -228,11 +263,9 @@ def allocate(placements: Sequence[Placement], names: Sequence[str]) -> list[Smem
                                            mlir_type(decl.dtype), decl), name))
     for placement, param in zip(placements, params, strict=True):
         if isinstance(placement.decl, SmemBarriers):
-            i64 = ir.IntegerType.get_signless(64)
-            emit("smalti.initialize_barrier", [param.value],  # type: ignore[union-attr]
-                 attributes={"arrival_count": ir.IntegerAttr.get(
-                     i64, placement.decl.arrival_count)},
-                 location=placement.decl.where.location())
+            create(InitializeBarrierOp, barriers=param.value,  # type: ignore[union-attr]
+                   arrival_count=placement.decl.arrival_count,
+                   location=placement.decl.where.location())
     return params
 
 
@@ -240,7 +273,7 @@ def _slice(offset: int, shape: Sequence[int], element: ir.Type,
            decl: SmemArray | SmemBarriers) -> ir.Value:
     location = decl.where.location()
     index = ir.IndexType.get()
-    start = emit_value("arith.constant", [], index, {"value": ir.IntegerAttr.get(index, offset)},
-                       location=location)
-    return emit_value("smalti.slice_smem", [start], smem_type(shape, element),
-                      location=location)
+    start = emit_value(arith.ConstantOp, [], index,
+                       {"value": ir.IntegerAttr.get(index, offset)}, location=location)
+    return create(SliceSmemOp, offset=start, result_types=[smem_type(shape, element)],
+                  location=location).result

@@ -10,11 +10,12 @@ import math
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.ops_memory import AsyncLoadOp, AsyncStoreOp, AsyncStoreWaitOp
 from smalti.dsl.locations import user_error, user_position
 from smalti.dsl.ops import check_axis
 from smalti.dsl.refs import Ref, RefView
 from smalti.dsl.smem_refs import Barrier, SharedRef, StagedRef
-from smalti.dsl.trace import active, emit
+from smalti.dsl.trace import active, create, dsl_entry
 
 
 def _gmem_view(view: object, what: str) -> RefView:
@@ -40,10 +41,10 @@ def _smem_ref(ref: object, what: str) -> Ref:
     return ref
 
 
-def _transfer_operands(view: RefView, smem: Ref, verb: str) -> tuple[list[ir.Value],
-                                                                      dict[str, ir.Attribute]]:
-    """The window's start indices, and slice_lengths when it drops dims; checks dtypes and
-    shapes against the shared-memory ref."""
+def _transfer_operands(view: RefView, smem: Ref, verb: str
+                       ) -> tuple[list[ir.Value], tuple[int, ...] | None]:
+    """The window's start indices, and its slice_lengths when it drops dims; checks dtypes
+    and shapes against the shared-memory ref."""
     gmem = view.ref
     if gmem.dtype != smem.dtype:
         raise user_error(TypeError, f"{verb} between {gmem.name} ({gmem.dtype.name}) and "
@@ -52,14 +53,14 @@ def _transfer_operands(view: RefView, smem: Ref, verb: str) -> tuple[list[ir.Val
         raise user_error(ValueError, f"{verb}: the window of {gmem.name} has shape "
                                      f"{view.window.shape} but {smem.name} has shape "
                                      f"{smem.shape}")
-    attributes = {}
+    lengths = None
     if not all(view.window.kept):
-        lengths = [n if keep else -1 for n, keep in zip(view.window.sizes, view.window.kept,
-                                                        strict=True)]
-        attributes["slice_lengths"] = ir.DenseI64ArrayAttr.get(lengths)
-    return [s.materialize() for s in view.window.starts], attributes
+        lengths = tuple(n if keep else -1 for n, keep in zip(view.window.sizes,
+                                                             view.window.kept, strict=True))
+    return [s.materialize() for s in view.window.starts], lengths
 
 
+@dsl_entry(AsyncLoadOp)
 def async_copy(source: RefView | Ref, destination: Ref, barrier: Barrier, *,
                collective: int | tuple[int, ...] = ()) -> None:
     """TMA load of a global window into a shared-memory ref; its bytes complete `barrier`
@@ -72,12 +73,11 @@ def async_copy(source: RefView | Ref, destination: Ref, barrier: Barrier, *,
     if not isinstance(barrier, Barrier):
         raise user_error(TypeError, "async_copy's barrier must be one barrier, like bars[i]; "
                                     f"got {barrier!r}")
-    indices, attributes = _transfer_operands(view, smem, "async_copy")
+    indices, lengths = _transfer_operands(view, smem, "async_copy")
     axes = _collective_axes(collective, smem)
-    if axes:
-        attributes["collective"] = ir.DenseI64ArrayAttr.get(list(axes))
-    emit("smalti.async_load", [view.ref.value, smem.value, barrier.array.value,
-                               barrier.index.materialize(), *indices], attributes=attributes)
+    create(AsyncLoadOp, source=view.ref.value, destination=smem.value,
+           barriers=barrier.array.value, barrier_index=barrier.index.materialize(),
+           indices=indices, slice_lengths=lengths, collective=axes or None)
 
 
 def _collective_axes(collective: object, smem: Ref) -> tuple[int, ...]:
@@ -107,18 +107,20 @@ def _collective_axes(collective: object, smem: Ref) -> tuple[int, ...]:
     return axes
 
 
+@dsl_entry(AsyncStoreOp)
 def async_store(source: Ref, destination: RefView | Ref) -> None:
     """TMA store of a shared-memory ref into a global window (wait with async_store_wait)."""
     smem = _smem_ref(source, "async_store's source")
     view = _gmem_view(destination, "async_store's destination")
-    indices, attributes = _transfer_operands(view, smem, "async_store")
-    emit("smalti.async_store", [smem.value, view.ref.value, *indices], attributes=attributes)
+    indices, lengths = _transfer_operands(view, smem, "async_store")
+    create(AsyncStoreOp, source=smem.value, destination=view.ref.value, indices=indices,
+           slice_lengths=lengths)
 
 
+@dsl_entry(AsyncStoreWaitOp)
 def async_store_wait(pending: int = 0) -> None:
     """Wait until at most `pending` async_store groups still read shared memory."""
     if isinstance(pending, bool) or not isinstance(pending, int) or pending < 0:
         raise user_error(ValueError, "async_store_wait's pending must be a non-negative int, "
                                      f"got {pending!r}")
-    i64 = ir.IntegerType.get_signless(64)
-    emit("smalti.async_store_wait", attributes={"pending": ir.IntegerAttr.get(i64, pending)})
+    create(AsyncStoreWaitOp, pending=pending)

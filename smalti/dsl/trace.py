@@ -1,16 +1,25 @@
-"""The tracing state: which kernel is being traced, and how ops are emitted at the user's line."""
+"""The tracing state: which kernel is being traced, and how ops are emitted at the user's
+line: smalti ops through their declared builders (`create`), upstream ops by their OpView
+class (`emit`), and the registry of which DSL function reaches each smalti op."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.definition import SmaltiOp
 from smalti.dialect.ops_warpgroup import WarpgroupRegionOp
+from smalti.dialect.registry import OpRegistry
 from smalti.dsl.locations import user_error, user_location
 
-REGION_OP = WarpgroupRegionOp.OPERATION_NAME
+OpT = TypeVar("OpT", bound=SmaltiOp)
+
+DSL_ENTRIES: OpRegistry[Callable[..., Any]] = OpRegistry("DSL entries")
+"""The public DSL function (or method) through which users reach each smalti op."""
+dsl_entry = DSL_ENTRIES.register
 
 
 @dataclass(frozen=True)
@@ -52,26 +61,41 @@ class tracing:
         _ACTIVE.pop()
 
 
-def emit(name: str, operands: Sequence[ir.Value] = (), results: Sequence[ir.Type] = (),
-         attributes: dict[str, ir.Attribute] | None = None, regions: int = 0,
-         location: ir.Location | None = None) -> ir.Operation:
-    """Create op `name` at the insertion point, located at `location` (default: the user's
-    current line)."""
+def emit(op: type[ir.OpView], operands: Sequence[ir.Value] = (),
+         results: Sequence[ir.Type] = (), attributes: dict[str, ir.Attribute] | None = None,
+         regions: int = 0, location: ir.Location | None = None) -> ir.Operation:
+    """Create an upstream op (arith, vector, scf, gpu: its OpView class) at the insertion
+    point, located at `location` (default: the user's current line)."""
     info = active()
     if info.roles:
-        _check_roles(info, name, operands)
-    return ir.Operation.create(name, results=list(results), operands=list(operands),
-                               attributes=attributes or {}, regions=regions,
+        _check_roles(info, op, operands)
+    return ir.Operation.create(op.OPERATION_NAME, results=list(results),
+                               operands=list(operands), attributes=attributes or {},
+                               regions=regions,
                                loc=user_location() if location is None else location).operation
 
 
-def _check_roles(info: TraceInfo, name: str, operands: Sequence[ir.Value]) -> None:
+def create(op: type[OpT], *, result_types: Sequence[ir.Type] = (),
+           location: ir.Location | None = None, **fields: Any) -> OpT:
+    """Create smalti op `op` through its declared builder (fields by name) at the insertion
+    point, located at `location` (default: the user's current line)."""
+    info = active()
+    if info.roles:
+        operands = [v for f in op.OPERANDS if f.name in fields
+                    for v in (fields[f.name] if f.variadic else [fields[f.name]])]
+        _check_roles(info, op, operands)
+    return op.build(result_types=result_types,
+                    loc=user_location() if location is None else location, **fields)
+
+
+def _check_roles(info: TraceInfo, op: type[ir.OpView], operands: Sequence[ir.Value]
+                 ) -> None:
     """Once a warpgroup_region set a register budget, the kernel body's top level holds only
     more regions (warpgroups run with different budgets from there on); and a value traced
     in one region is not there for warpgroups that run another."""
     here = _enclosing_region(ir.InsertionPoint.current.block)
     first = next((role for role in info.roles if role.registers is not None), None)
-    if first is not None and here is None and name != REGION_OP:
+    if first is not None and here is None and op is not WarpgroupRegionOp:
         raise user_error(ValueError, f"after the warpgroup_region at {first.where}, which sets "
                                      "a register budget, the kernel body may only hold more "
                                      "warpgroup_regions: move this into one of them (or "
@@ -91,15 +115,15 @@ def _check_roles(info: TraceInfo, name: str, operands: Sequence[ir.Value]) -> No
 def _enclosing_region(block: ir.Block) -> ir.Operation | None:
     """The warpgroup_region whose body holds `block` (at any depth), or None."""
     op = block.owner.operation
-    while op.name != "func.func":
-        if op.name == REGION_OP:
+    while op.parent is not None:
+        if isinstance(op.opview, WarpgroupRegionOp):
             return op
         op = op.parent.operation
     return None
 
 
-def emit_value(name: str, operands: Sequence[ir.Value], result: ir.Type,
+def emit_value(op: type[ir.OpView], operands: Sequence[ir.Value], result: ir.Type,
                attributes: dict[str, ir.Attribute] | None = None,
                location: ir.Location | None = None) -> ir.Value:
-    """Emit a one-result op and return its result."""
-    return emit(name, operands, [result], attributes, location=location).results[0]
+    """Emit a one-result upstream op and return its result."""
+    return emit(op, operands, [result], attributes, location=location).results[0]

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from smalti.tiling import Layout
+from smalti.tiling import (
+    Layout,
+    TiledLayout,
+    WGSplatLayout,
+    WGStridedLayout,
+    broadcast_layout,
+    check_layout_fits,
+    reduce_layout,
+    transpose_layout,
+)
+from smalti.tiling.layouts import LayoutError
 
 Shape = tuple[int, ...]
 
@@ -23,8 +33,6 @@ class Reduce:
     invertible = False
 
     def forward(self, layout: Layout) -> Layout | None:
-        from smalti.tiling import reduce_layout
-
         return reduce_layout(layout, self.shape, self.axes)
 
     def backward(self, layout: Layout) -> Layout | None:
@@ -33,8 +41,6 @@ class Reduce:
 
     def source_candidates(self, target: Layout) -> list[Layout]:
         """Source layouts worth trying once the result's layout is known."""
-        from smalti.tiling import broadcast_layout
-
         candidate = broadcast_layout(target, _reduced(self.shape, self.axes), self.shape,
                                      self.axes)
         return [candidate] if candidate is not None and self.forward(candidate) == target else []
@@ -58,21 +64,15 @@ class Broadcast:
         return not self.stretched
 
     def forward(self, layout: Layout) -> Layout | None:
-        from smalti.tiling import broadcast_layout
-
         if self.stretched:
             return self._stretched_forward(layout)
         return broadcast_layout(layout, self.shape, self.new_shape, self.axes)
 
     def _stretched_forward(self, layout: Layout) -> Layout | None:
         """Only a splat survives stretching a size-1 dim (the elements are all copies)."""
-        from smalti.tiling import WGSplatLayout
-
         return layout if isinstance(layout, WGSplatLayout) else None
 
     def backward(self, layout: Layout) -> Layout | None:
-        from smalti.tiling import reduce_layout
-
         source = reduce_layout(layout, self.new_shape, self.axes)
         return source if source is not None and self.forward(source) == layout else None
 
@@ -94,13 +94,9 @@ class Transpose:
     invertible = True
 
     def forward(self, layout: Layout) -> Layout | None:
-        from smalti.tiling import transpose_layout
-
         return transpose_layout(layout, self.shape, self.permutation)
 
     def backward(self, layout: Layout) -> Layout | None:
-        from smalti.tiling import transpose_layout
-
         inverse = tuple(self.permutation.index(i) for i in range(len(self.permutation)))
         new_shape = tuple(self.shape[p] for p in self.permutation)
         return transpose_layout(layout, new_shape, inverse)
@@ -142,9 +138,6 @@ Expression = Reduce | Broadcast | Transpose | Reshape
 def reshape_layout(layout: Layout, shape: Shape, new_shape: Shape) -> Layout | None:
     """Splat and strided layouts depend only on the row-major order, so they survive a
     reshape that keeps them fitting; tiled layouts only survive the identity."""
-    from smalti.tiling import TiledLayout, WGSplatLayout, WGStridedLayout, check_layout_fits
-    from smalti.tiling.layouts import LayoutError
-
     match layout:
         case WGSplatLayout():
             return layout

@@ -9,7 +9,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import type_name
 from smalti.ptx import Immediate, Register
-from smalti.tiling import Layout
+from smalti.tiling import Layout, WGSplatLayout
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,6 @@ LoweredValue = ScalarValue | BufferValue | FragmentedArray
 
 def fragment_geometry(layout: Layout, shape: tuple[int, ...]) -> tuple[int, int]:
     """(register vectors per thread, elements per vector) of `layout` over `shape`."""
-    from smalti.tiling import WGSplatLayout
-
     if isinstance(layout, WGSplatLayout):
         return 1, 1
     distribution = layout.distribution(shape)

@@ -6,8 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir, passmanager
+from jaxlib.mlir.dialects import func as func_ops
 
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError
+from smalti.dialect.verifier import verify
+from smalti.layout_inference import explain_function, infer_layouts
+from smalti.tiling.pass_ import tile_shared_memory
+from smalti.warpgroup import check_warpgroups
 
 
 @dataclass(frozen=True)
@@ -18,52 +23,26 @@ class PassInfo:
     run: Callable[[ir.Operation], list[Diagnostic] | None]
 
 
-def _verify(op: ir.Operation) -> None:
-    from smalti.dialect.verifier import verify
-
-    verify(op)
-
-
-def _infer_layouts(op: ir.Operation) -> None:
-    from smalti.layout_inference import infer_layouts
-
-    infer_layouts(op)
-
-
 def _explain_layouts(op: ir.Operation) -> list[Diagnostic]:
-    from smalti.layout_inference import explain_function
-
     return [remark for func in op.regions[0].blocks[0].operations
-            if func.operation.name == "func.func"
+            if isinstance(func.operation.opview, func_ops.FuncOp)
             for remark in explain_function(func.operation)]
-
-
-def _tile(op: ir.Operation) -> None:
-    from smalti.tiling.pass_ import tile_shared_memory
-
-    tile_shared_memory(op)
-
-
-def _warpgroup(op: ir.Operation) -> None:
-    from smalti.warpgroup import check_warpgroups
-
-    check_warpgroups(op)
 
 
 REGISTRY: dict[str, PassInfo] = {
     info.argument: info
     for info in (
-        PassInfo("smalti-verify", "Check every smalti op and kernel signature", _verify),
+        PassInfo("smalti-verify", "Check every smalti op and kernel signature", verify),
         PassInfo("smalti-infer-layouts",
                  "Assign in_layouts/out_layouts to every op by solving the layout equations",
-                 _infer_layouts),
+                 infer_layouts),
         PassInfo("smalti-tile",
                  "Give shared-memory slices their physical shape from their transforms",
-                 _tile),
+                 tile_shared_memory),
         PassInfo("smalti-warpgroup",
                  "Check warpgroup semantics (collective ops reached by whole warpgroups, "
                  "warp-specialised regions) and record per-role register budgets",
-                 _warpgroup),
+                 check_warpgroups),
         PassInfo("smalti-explain-layouts",
                  "Infer layouts, then remark for every value which constraints decided it",
                  _explain_layouts),
@@ -109,8 +88,6 @@ class _PassFailures:
             try:
                 # smalti ops are unregistered, so MLIR cannot verify them between passes:
                 # every smalti pass starts from verified ops, as upstream passes do.
-                from smalti.dialect.verifier import verify
-
                 verify(op.operation)
                 self.remarks.extend(info.run(op.operation) or ())
             except DiagnosticError as error:

@@ -30,7 +30,7 @@ from smalti.dialect.kernel import KernelSignature, TensorMapRecord
 from smalti.runtime.cache import CompiledKernel, cache_directory
 from smalti.runtime.cpu_target import TARGET_NAME as CPU_TARGET_NAME
 from smalti.runtime.cpu_target import cpu_attributes, register_cpu_target
-from smalti.runtime.launcher import TARGET_NAME
+from smalti.runtime.launcher import TARGET_NAME, register
 from smalti.runtime.simulate import NUMPY_DTYPES, launch_cluster, print_debug_buffer
 from smalti.runtime.tensor_maps import encode_arguments
 
@@ -92,8 +92,6 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
                                "when it was compiled (install nvidia-cuda-nvcc or set "
                                "SMALTI_PTXAS)")
         if cuda_backend_present():
-            from smalti.runtime.launcher import register
-
             register(cache_directory())
         results = cuda_results(compiled.signature, structs)
         call = jax.ffi.ffi_call(TARGET_NAME, results, has_side_effect=False,
@@ -134,8 +132,6 @@ def register_targets() -> tuple[str, ...]:
     themselves; run it before calling a deserialized export that holds smalti kernels."""
     targets = [register_cpu_target()]
     if cuda_backend_present():
-        from smalti.runtime.launcher import register
-
         targets.append(register(cache_directory()))
     return tuple(targets)
 

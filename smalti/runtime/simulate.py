@@ -11,6 +11,7 @@ import numpy as np
 from smalti.dialect.kernel import KernelSignature
 from smalti.dialect.ops_debug import HEADER_BYTES, DebugPrintRecord
 from smalti.runtime.compiler import CompiledModule
+from smalti.runtime.tensor_maps import sim_tensor_maps
 from smalti.sim import run_ptx
 from smalti.tiling import WGSplatLayout
 
@@ -80,8 +81,6 @@ def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None,
     cluster = launch_cluster(signature, options.pop("cluster", None))
     buffers = [a.copy() if isinstance(a, np.ndarray) else a
                for a in check_arguments(signature, args)]
-    from smalti.runtime.tensor_maps import sim_tensor_maps
-
     debug = ([np.zeros(signature.debug_buffer_bytes, np.uint8)] if signature.debug_prints
              else [])
     run_ptx(compiled.ptx, signature.name, signature.grid, signature.block,

@@ -8,6 +8,7 @@ from functools import lru_cache
 import numpy as np
 
 from smalti.ptx.module import Module, Param
+from smalti.ptx.parser import parse_module
 from smalti.sim.async_engine import AsyncEngine
 from smalti.sim.cluster_barrier import ClusterBarrier
 from smalti.sim.dtypes import BITS, FLOAT, VIEW, constant
@@ -51,11 +52,6 @@ def run_ptx(ptx_text: str, kernel: str, grid: Dim, block: Dim, args: Sequence[Ar
 @lru_cache(maxsize=32)
 def _parsed(ptx_text: str) -> Module:
     """The parsed module of a PTX text (modules are immutable: runs of one text share it)."""
-    try:
-        from smalti.ptx.parser import parse_module
-    except ImportError:
-        raise SimError("run_ptx needs smalti.ptx.parser, which is not available; "
-                       "build the module and call run_module") from None
     return parse_module(ptx_text)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from smalti.sim.dtypes import UINT_OF_BITS
+from smalti.sim.dtypes import UINT_OF_BITS, constant
 from smalti.sim.errors import Fault
 from smalti.sim.lanes import Lanes
 
@@ -350,8 +350,6 @@ def layout_variables(decls: Sequence, state: str) -> tuple[dict[str, int], int]:
 
 def variable_bytes(decl) -> np.ndarray:
     """The initial bytes of a module-scope .global/.const variable (zero where not given)."""
-    from smalti.sim.dtypes import constant
-
     elem = _type_bytes(decl.type)
     data = np.zeros((decl.size or 1) * elem, np.uint8)
     for i, value in enumerate(decl.initializer or ()):

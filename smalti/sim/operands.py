@@ -17,6 +17,7 @@ from smalti.ptx.module import (
     Symbol,
     VectorOperand,
 )
+from smalti.ptx.printer import format_operand
 from smalti.sim.dtypes import (
     BITS,
     TYPES,
@@ -193,6 +194,4 @@ def address_parts(op: Operand) -> tuple[Register | Symbol | Immediate, int]:
 
 
 def _show(op: Operand) -> str:
-    from smalti.ptx.printer import format_operand
-
     return format_operand(op)

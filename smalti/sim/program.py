@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from smalti.ptx.module import Guard, Instruction, Kernel, LabelDef, Module, Param, SharedDecl
+from smalti.sim import ops  # noqa: F401  (defining the decoders registers them)
 from smalti.sim.errors import SimError, Unsupported
 from smalti.sim.lines import instruction_text, statement_lines
 from smalti.sim.memory import SharedLayout, layout_shared, layout_variables

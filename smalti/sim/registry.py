@@ -92,8 +92,6 @@ def family(inst: Instruction) -> str:
 
 def decode(inst: Instruction, env: DecodeEnv) -> Step:
     """Decode one instruction into its step; `Unsupported` when nothing implements it."""
-    import smalti.sim.ops  # noqa: F401  (registers every decoder)
-
     decoder = _DECODERS.get((inst.base, family(inst))) or _DECODERS.get((inst.base, "any"))
     if decoder is None:
         raise Unsupported()

@@ -14,6 +14,11 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from jaxlib.mlir import ir
+
+from smalti.dialect.diagnostics import format_location
+from smalti.passes.registry import PassInfo
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_INTERNAL = 2
@@ -124,11 +129,6 @@ def describe_internal_error(error: BaseException) -> str:
 
 def _context_from_traceback(error: BaseException) -> tuple[str | None, str | None]:
     """The innermost running smalti pass and the location of the innermost op in a local."""
-    from jaxlib.mlir import ir
-
-    from smalti.dialect.diagnostics import format_location
-    from smalti.passes.registry import PassInfo
-
     pass_name: str | None = None
     location: str | None = None
     frames = list(traceback.walk_tb(error.__traceback__))

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from smalti.ptx.parser import PtxParseError
+from smalti.sim import SimError, run_ptx
 from smalti.tools.cli_common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -115,9 +117,6 @@ def _simulate(source_name: str, ptx: str, kernel: str, grid: tuple[int, int, int
               block: tuple[int, int, int], args: list[KernelArg], shared_bytes: int,
               cluster: tuple[int, int, int] | None = None) -> None:
     """Run the kernel; malformed PTX and simulator errors become ToolError."""
-    from smalti.ptx.parser import PtxParseError
-    from smalti.sim import SimError, run_ptx
-
     values = [a.array if isinstance(a, BufferArg) else a.value for a in args]
     try:
         run_ptx(ptx, kernel, grid, block, values, shared_bytes=shared_bytes, cluster=cluster)

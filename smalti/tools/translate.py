@@ -12,6 +12,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.context import make_context
 from smalti.dialect.diagnostics import DiagnosticError
 from smalti.passes.registry import DEFAULT_PIPELINE
+from smalti.ptx.toolchain import ToolchainError, disassemble
 from smalti.runtime.compiler import CompiledModule, compile_module
 from smalti.tools.cli_common import (
     EXIT_FAILURE,
@@ -120,8 +121,6 @@ def _run(argv: Sequence[str]) -> int:
 
 def _assemble(compiled: CompiledModule, verbose: bool) -> bytes:
     """The cubin ptxas makes; ptxas errors become ToolError (they name the PTX line)."""
-    from smalti.ptx.toolchain import ToolchainError
-
     try:
         result = compiled.assemble()
     except ToolchainError as error:  # PtxasError (naming the PTX line), missing ptxas, ...
@@ -133,8 +132,6 @@ def _assemble(compiled: CompiledModule, verbose: bool) -> bytes:
 
 def _disassemble(cubin: bytes) -> str:
     """SASS text of a cubin; nvdisasm failures become ToolError."""
-    from smalti.ptx.toolchain import ToolchainError, disassemble
-
     try:
         return disassemble(cubin)
     except ToolchainError as error:

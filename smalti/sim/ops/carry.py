@@ -1,4 +1,5 @@
-"""Extended-precision integer arithmetic: add.cc, addc, sub.cc, subc, mad.cc, madc.
+"""Extended-precision integer arithmetic: add.cc, addc, sub.cc, subc, mad.cc, madc, and the
+high halves of products (mul.hi, mad.hi).
 
 These chain a per-thread carry flag (CC.CF, `Machine.carry`) from one instruction to the next,
 which is how multi-word additions are written in PTX (PTX ISA, "Extended-Precision Integer
@@ -11,15 +12,37 @@ from __future__ import annotations
 import numpy as np
 
 from smalti.ptx.module import Instruction
-from smalti.sim.dtypes import BITS, UINT_OF_BITS, VIEW
+from smalti.sim.dtypes import BITS, SIGNED, UINT_OF_BITS, VIEW
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, expect, reader, writer
-from smalti.sim.ops.integer import mul_hi
 from smalti.sim.registry import Compute, Step, semantics
 
 CARRY_TYPES = ("u32", "s32", "u64", "s64")
+
+
+def mul_hi(a: np.ndarray, b: np.ndarray, ptx_type: str) -> np.ndarray:
+    """The upper half of the double-width product."""
+    bits = BITS[ptx_type]
+    signed = ptx_type in SIGNED
+    if bits < 64:
+        wide = np.int64 if signed else np.uint64
+        return ((np.asarray(a).astype(wide) * np.asarray(b).astype(wide)) >> bits).astype(
+            VIEW[ptx_type])
+    ua = np.asarray(a).view(np.uint64) if signed else np.asarray(a)
+    ub = np.asarray(b).view(np.uint64) if signed else np.asarray(b)
+    m32 = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    al, ah, bl, bh = ua & m32, ua >> s32, ub & m32, ub >> s32
+    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+    mid = (ll >> s32) + (lh & m32) + (hl & m32)
+    hi = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
+    if signed:  # unsigned high half minus the corrections for negative operands
+        hi = hi - np.where(np.asarray(a) < 0, ub, 0).astype(np.uint64)
+        hi = hi - np.where(np.asarray(b) < 0, ua, 0).astype(np.uint64)
+        return hi.view(np.int64)
+    return hi
 
 
 def carry_in(m: Machine, lanes: Lanes) -> np.ndarray:

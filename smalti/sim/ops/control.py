@@ -6,6 +6,8 @@ from __future__ import annotations
 from smalti.ptx.module import Immediate, Instruction, Operand
 from smalti.sim.errors import Unsupported
 from smalti.sim.operands import DecodeEnv, Modifiers, Reader, label_target, reader
+from smalti.sim.ops.cluster import decode_barrier_cluster
+from smalti.sim.ops.warp import decode_bar_warp
 from smalti.sim.registry import Barrier, Branch, Exit, Step, semantics
 
 
@@ -41,12 +43,8 @@ def decode_bar(inst: Instruction, env: DecodeEnv) -> Step:
     """
     mods = Modifiers(inst)
     if mods.flag("cluster"):
-        from smalti.sim.ops.cluster import decode_barrier_cluster
-
         return decode_barrier_cluster(inst, mods)
     if mods.flag("warp"):
-        from smalti.sim.ops.warp import decode_bar_warp
-
         if not mods.flag("sync"):
             raise Unsupported("bar.warp needs .sync")
         mods.done()

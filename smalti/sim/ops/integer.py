@@ -8,6 +8,7 @@ from smalti.ptx.module import Instruction
 from smalti.sim.dtypes import BITS, SIGNED, SINT_OF_BITS, UINT_OF_BITS, VIEW
 from smalti.sim.errors import Unsupported
 from smalti.sim.operands import DecodeEnv, Modifiers
+from smalti.sim.ops.carry import decode_carry, mul_hi
 from smalti.sim.ops.common import elementwise
 from smalti.sim.registry import Step, semantics
 
@@ -36,8 +37,6 @@ def decode_add_sub(inst: Instruction, env: DecodeEnv) -> Step:
     mods = Modifiers(inst)
     sat = mods.flag("sat")
     if mods.flag("cc"):
-        from smalti.sim.ops.carry import decode_carry  # carry imports this module
-
         return decode_carry(inst, env)
     ptx_type = _int_type(mods)
     mods.done()
@@ -45,29 +44,6 @@ def decode_add_sub(inst: Instruction, env: DecodeEnv) -> Step:
     if sat:
         fn = _saturating(fn, ptx_type)
     return elementwise(inst, env, [ptx_type] * 2, ptx_type, fn)
-
-
-def mul_hi(a: np.ndarray, b: np.ndarray, ptx_type: str) -> np.ndarray:
-    """The upper half of the double-width product."""
-    bits = BITS[ptx_type]
-    signed = ptx_type in SIGNED
-    if bits < 64:
-        wide = np.int64 if signed else np.uint64
-        return ((np.asarray(a).astype(wide) * np.asarray(b).astype(wide)) >> bits).astype(
-            VIEW[ptx_type])
-    ua = np.asarray(a).view(np.uint64) if signed else np.asarray(a)
-    ub = np.asarray(b).view(np.uint64) if signed else np.asarray(b)
-    m32 = np.uint64(0xFFFFFFFF)
-    s32 = np.uint64(32)
-    al, ah, bl, bh = ua & m32, ua >> s32, ub & m32, ub >> s32
-    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
-    mid = (ll >> s32) + (lh & m32) + (hl & m32)
-    hi = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
-    if signed:  # unsigned high half minus the corrections for negative operands
-        hi = hi - np.where(np.asarray(a) < 0, ub, 0).astype(np.uint64)
-        hi = hi - np.where(np.asarray(b) < 0, ua, 0).astype(np.uint64)
-        return hi.view(np.int64)
-    return hi
 
 
 def _wide_type(ptx_type: str) -> str:
@@ -102,8 +78,6 @@ def decode_mul(inst: Instruction, env: DecodeEnv) -> Step:
 def decode_mad(inst: Instruction, env: DecodeEnv) -> Step:
     """mad.lo / .hi / .wide: the product's chosen part plus c (of the result width)."""
     if "cc" in inst.modifiers:
-        from smalti.sim.ops.carry import decode_carry  # carry imports this module
-
         return decode_carry(inst, env)
     mods = Modifiers(inst)
     mode = mods.one_of(("lo", "hi", "wide"), default="lo")
