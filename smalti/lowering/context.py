@@ -11,6 +11,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import scf
 
 from smalti.dialect.attributes import attr_to_layouts
+from smalti.dialect.bindings import file_line_col
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import KernelSignature, TensorMapRecord
 from smalti.dialect.ops_debug import DebugPrintRecord
@@ -18,6 +19,7 @@ from smalti.dialect.verifier import verify_op
 from smalti.lowering.registry import RULES
 from smalti.lowering.values import BufferValue, FragmentedArray, LoweredValue, ScalarValue
 from smalti.ptx import Guard, KernelBuilder, Register, Symbol
+from smalti.ptx.module import SourceLocation
 from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout
 
 TensorMapKey = tuple[int, tuple[int, ...], int | None]  # (argument, box, swizzle)
@@ -31,6 +33,12 @@ class DebugBuffer:
     instance: Register | None  # None: one block of one warpgroup (instance 0)
     ops: tuple[ir.Operation, ...]
     records: tuple[DebugPrintRecord, ...]
+
+
+def _source(location: ir.Location) -> SourceLocation | None:
+    """Where an op comes from, for the `.loc` of the instructions it lowers to."""
+    position = file_line_col(location)
+    return None if position is None else SourceLocation(*position)
 
 
 class LoweringContext:
@@ -66,6 +74,7 @@ class LoweringContext:
             if rule is None:
                 raise error_at(view.operation, "has no PTX lowering rule")
             verify_op(view.operation)  # rules read fields: malformed ops stop here, located
+            self.builder.source = _source(view.location)
             rule(self, view)
         return ()
 

@@ -19,6 +19,7 @@ from smalti.ptx.module import (
     Register,
     RegisterDecl,
     SharedDecl,
+    SourceLocation,
     Statement,
     Symbol,
     register_class,
@@ -46,6 +47,8 @@ class KernelBuilder:
         self._register_counts: dict[str, int] = defaultdict(int)
         self._label_counts: dict[str, int] = defaultdict(int)
         self._special_cache: dict[str, Register] = {}
+        # The source location of the instructions emitted next (the op being lowered).
+        self.source: SourceLocation | None = None
 
     # Declarations.
     def param(self, name: str, ptx_type: str = "u64", *, align: int | None = None,
@@ -72,7 +75,7 @@ class KernelBuilder:
     # Statements.
     def emit(self, opcode: str, *operands: Operand | int, guard: Guard | None = None) -> None:
         ops = tuple(Immediate(o) if isinstance(o, int) else o for o in operands)
-        self._body.append(Instruction(opcode, ops, guard))
+        self._body.append(Instruction(opcode, ops, guard, source=self.source))
 
     def compute(self, opcode: str, result_type: str, *sources: Operand | int,
                 guard: Guard | None = None) -> Register:

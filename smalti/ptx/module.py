@@ -123,6 +123,9 @@ class Instruction:
     operands: tuple[Operand, ...] = ()
     guard: Guard | None = None
     line: int | None = None  # line in the PTX text it was printed at or parsed from
+    # The source line it comes from (.loc): the user's .mlir or Python file for smalti's PTX,
+    # the compiler's input for others'. Not part of the instruction's meaning.
+    source: SourceLocation | None = field(default=None, compare=False)
 
     @property
     def base(self) -> str:
@@ -131,6 +134,19 @@ class Instruction:
     @property
     def modifiers(self) -> tuple[str, ...]:
         return tuple(self.opcode.split(".")[1:])
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A position in a source file, as `.file`/`.loc` give it (line and column from 1; 0
+    when unknown)."""
+
+    file: str
+    line: int
+    column: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" + (f":{self.column}" if self.column else "")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ declare are renamed (`p` -> `p$1`) so the flat body means the same.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from smalti.ptx.module import (
     Register,
     RegisterDecl,
     SharedDecl,
+    SourceLocation,
     Statement,
     Symbol,
     TensorAddress,
@@ -119,6 +121,7 @@ class _ModuleParser:
     def __init__(self, statements: list[RawStatement]) -> None:
         self.statements = statements
         self.pos = 0
+        self.files = _file_table(statements)
 
     def parse(self) -> Module:
         version, target, address_size = "8.0", "sm_90a", 64
@@ -132,7 +135,7 @@ class _ModuleParser:
                 case Kind.HEADER:
                     kernels.append(self._function(st))
                 case Kind.STATEMENT:
-                    word, _, rest = st.text.partition(" ")
+                    word, _, rest = st.text.replace("\t", " ").partition(" ")
                     rest = rest.strip()
                     match word:
                         case ".version":
@@ -168,7 +171,7 @@ class _ModuleParser:
             elif kind is Kind.CLOSE:
                 if depth == 0:
                     self.pos = index + 1
-                    body = _BodyParser(self.statements[start:index]).parse()
+                    body = _BodyParser(self.statements[start:index], self.files).parse()
                     return _kernel(header, body)
                 depth -= 1
         raise _Error("function body is never closed with '}'", opened.line)
@@ -182,11 +185,43 @@ class _Body:
     local: tuple[SharedDecl, ...]
 
 
-class _BodyParser:
-    """Parses one function body: declarations, labels, instructions, flattened scopes."""
+_FILE = re.compile(r'\.file\s+(\d+)\s+"((?:[^"\\]|\\.)*)"')
+_LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)(?:\s+(\d+))?")
 
-    def __init__(self, statements: list[RawStatement]) -> None:
+
+def _file_table(statements: list[RawStatement]) -> dict[int, str]:
+    """The `.file N "name"` directives of a module (wherever they stand), by index."""
+    files = {}
+    for st in statements:
+        if st.kind is Kind.STATEMENT and st.text.startswith(".file"):
+            match = _FILE.match(st.text)
+            if match is None:
+                raise _Error("malformed .file directive (expected .file N \"name\")", st.line)
+            files[int(match.group(1))] = re.sub(r"\\(.)", r"\1", match.group(2))
+    return files
+
+
+def _source_location(text: str, files: dict[int, str], line: int) -> SourceLocation | None:
+    """The position a `.loc FILE LINE [COLUMN][, ...]` names (line 0: none)."""
+    match = _LOC.match(text)
+    if match is None:
+        raise _Error("malformed .loc directive (expected .loc FILE LINE [COLUMN])", line)
+    index, source_line = int(match.group(1)), int(match.group(2))
+    if index not in files:
+        raise _Error(f".loc names file {index}, which no .file directive declares", line)
+    if source_line == 0:
+        return None
+    return SourceLocation(files[index], source_line, int(match.group(3) or 0))
+
+
+class _BodyParser:
+    """Parses one function body: declarations, labels, instructions, flattened scopes; `.loc`
+    directives give the following instructions their source location."""
+
+    def __init__(self, statements: list[RawStatement], files: dict[int, str]) -> None:
         self.raw = statements
+        self.files = files
+        self.source: SourceLocation | None = None
         self.registers: list[RegisterDecl] = []
         self.body: list[Statement] = []
         self.shared: list[SharedDecl] = []
@@ -221,7 +256,10 @@ class _BodyParser:
                 if text[0] == ".":
                     self._directive(st)
                 else:
-                    self.body.append(self._instruction(text, st.line))
+                    instruction = self._instruction(text, st.line)
+                    if self.source is not None:
+                        instruction = dataclasses.replace(instruction, source=self.source)
+                    self.body.append(instruction)
             elif kind is Kind.LABEL:
                 self.body.append(LabelDef(self.scopes[-1].labels[st.text], st.line))
             elif kind is Kind.OPEN:
@@ -264,7 +302,9 @@ class _BodyParser:
             case ".shared" | ".local":
                 for decl in _variables(text, st.line):
                     (self.shared if decl.state == "shared" else self.local).append(decl)
-            case ".loc" | ".file":
+            case ".loc":
+                self.source = _source_location(text, self.files, st.line)
+            case ".file":
                 pass
             case ".pragma":
                 pragma = text[len(".pragma"):].strip()

@@ -80,7 +80,22 @@ def _format_shared(s: SharedDecl) -> str:
     return f"{linkage}.{s.state} .align {s.align} .{s.type} {s.name}[{size}]{init};"
 
 
-def print_kernel(kernel: Kernel) -> list[str]:
+def source_files(module: Module) -> dict[str, int]:
+    """The `.file` index of every source file the module's instructions come from, in first-
+    use order (from 1)."""
+    files: dict[str, int] = {}
+    for kernel in module.kernels:
+        for statement in kernel.body:
+            source = getattr(statement, "source", None)
+            if source is not None and source.file not in files:
+                files[source.file] = len(files) + 1
+    return files
+
+
+def print_kernel(kernel: Kernel, files: dict[str, int] | None = None) -> list[str]:
+    """The kernel's lines; with `files`, a `.loc` before each instruction whose source
+    location differs from the previous one's (profilers and the simulator map PTX back to
+    the user's lines through them)."""
     linkage = f".{kernel.linkage} " if kernel.linkage else ""
     returns = ""
     if kernel.returns:
@@ -101,13 +116,22 @@ def print_kernel(kernel: Kernel) -> list[str]:
     lines.extend("\t" + _format_shared(s) for s in kernel.shared)
     lines.extend("\t" + _format_shared(s) for s in kernel.local)
     lines.append("")
+    current = None
     for statement in kernel.body:
         if isinstance(statement, LabelDef):
             lines.append(f"{statement.name}:")
-        else:
-            lines.append("\t" + format_instruction(statement))
+            continue
+        source = statement.source if files else None
+        if source is not None and source != current:
+            lines.append(f"\t.loc {files[source.file]} {source.line} {source.column}")
+            current = source
+        lines.append("\t" + format_instruction(statement))
     lines.append("}")
     return lines
+
+
+def _escaped(name: str) -> str:
+    return name.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def print_module(module: Module) -> str:
@@ -121,8 +145,12 @@ def print_module(module: Module) -> str:
         f".address_size {module.address_size}",
         "",
     ]
+    files = source_files(module)
+    lines.extend(f'.file {index} "{_escaped(name)}"' for name, index in files.items())
+    if files:
+        lines.append("")
     lines.extend(_format_shared(g) for g in module.globals)
     for kernel in module.kernels:
-        lines.extend(print_kernel(kernel))
+        lines.extend(print_kernel(kernel, files))
         lines.append("")
     return "\n".join(lines)

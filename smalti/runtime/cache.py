@@ -23,7 +23,6 @@ from jaxlib.mlir import ir
 from smalti import __version__
 from smalti.dialect.kernel import KernelSignature
 from smalti.dialect.launch import kernel_functions
-from smalti.dialect.ops_debug import debug_print_ops
 from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
 from smalti.runtime.compiler import DEFAULT_ARCH, compile_module
 from smalti.runtime.signatures import signature_from_data, signature_to_data
@@ -85,10 +84,9 @@ def cache_key(module_text: str, arch: str) -> str:
 
 
 def module_text(module: ir.Operation) -> str:
-    """The module's text without locations, so the same kernel traced from another line hits;
-    with them when it has debug_prints, whose records print their source file:line."""
-    prints = any(debug_print_ops(func) for func in kernel_functions(module))
-    return module.get_asm(enable_debug_info=prints)
+    """The module's text with its locations: the PTX carries them (`.loc`, and the
+    file:line of debug_prints), so a kernel traced from other lines compiles anew."""
+    return module.get_asm(enable_debug_info=True)
 
 
 class KernelCache:
