@@ -39,6 +39,17 @@ class SimError(RuntimeError):
         super().__init__("".join(parts))
 
 
+class SimWarning(UserWarning):
+    """The kernel ran, but did something whose outcome the PTX ISA leaves open; the message
+    names kernel, PTX line, instruction and threads, as a SimError does. Turn warnings of this
+    category into errors with `warnings.simplefilter("error", SimWarning)`."""
+
+
+class NondeterministicStoreWarning(SimWarning):
+    """One store instruction wrote different values to one address from several threads:
+    one of them lands (PTX ISA), which one the hardware does not say."""
+
+
 class Fault(Exception):
     """Raised by instruction semantics at run time; `thread` is the launch-wide thread id."""
 

@@ -275,8 +275,16 @@ class SharedHazards:
         self._record(access, write=False)
         self.read_epoch[access.blocks] = self.epoch[access.blocks]
 
-    def write(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray) -> None:
-        """Check and record a generic-proxy store of `nbytes` at flat offsets by `threads`."""
+    def write(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray) -> bool:
+        """Check and record a generic-proxy store of `nbytes` at flat offsets by `threads`
+        (one instruction); True when several of its threads stored to one byte.
+
+        A race is reported only between different instructions: PTX ISA, "A Set of SIMT
+        Multiprocessors": when a non-atomic instruction executed by a warp writes one
+        location for several of its threads, one of the writes succeeds (which one is
+        undefined). Threads of *different* warps storing one byte in the same simulated step
+        are different executions of the instruction, unordered by anything: a race.
+        """
         access = _Access(self, self._starts(offsets), nbytes, np.asarray(threads, np.int64))
         self._owned(access, reading=False)
         race = self._others_unordered(access.take(self.wstamp), access, write=True)
@@ -285,15 +293,41 @@ class SharedHazards:
         if race.any():
             self._write_race(access, race)
         self._record(access, write=True)
-        # Two threads storing one byte: one of them reads the other's stamp back (a race
-        # with nothing else, as the check above passed; the fault ends the run).
-        if access.starts.size > 1 and (access.take(self.wstamp) != access.mine).any():
-            self._write_race(access, race)
+        # Several threads storing one byte: all but one read another's stamp back.
+        collided = access.starts.size > 1 and bool(
+            (access.take(self.wstamp) != access.mine).any())
+        if collided:
+            self._across_warps(access)
         access.put(self.unfenced, True)
         if not self.clustered and access.threads.size == self.block_of.size:
             self.unfenced_blocks[:] = True  # every thread wrote in its own block
         else:
             self.unfenced_blocks[access.blocks] = True
+        return collided
+
+    def _across_warps(self, access: _Access) -> None:
+        """Fault when threads of different warps stored one byte in this step."""
+        warps = self._warp_of(access.threads)
+        clash = _overlaps(access.idx, warps)
+        if clash.any():
+            row = int(np.argmax(clash.any(axis=1)))
+            flat = int(access.idx[row][clash[row]][0])
+            touching = (access.idx == flat).any(axis=1)
+            other = int(access.threads[touching & (warps != warps[row])][0])
+            raise Fault("shared-memory race: write to shared address "
+                        f"{flat % self.size:#x} by threads of different warps in one step "
+                        f"(also thread {other % self.block_threads} of the block) with no "
+                        "barrier in between", int(access.threads[row]))
+
+    @property
+    def block_threads(self) -> int:
+        return self.block_of.size // self.blocks
+
+    def _warp_of(self, threads: np.ndarray) -> np.ndarray:
+        """A launch-wide warp number of each thread (warps do not straddle blocks)."""
+        per_block = self.block_threads
+        warps_per_block = -(-per_block // 32)
+        return threads // per_block * warps_per_block + threads % per_block // 32
 
     def _maybe_read(self, access: _Access) -> bool:
         """Whether a load of this epoch may have touched the accessed blocks (else no read
@@ -305,15 +339,12 @@ class SharedHazards:
         return bool((self.read_epoch[access.blocks] == self.epoch[access.blocks]).any())
 
     def _write_race(self, access: _Access, race: np.ndarray) -> None:
-        """Report the first row of a store racing with earlier accesses (`race`) or with
-        another thread of the same store."""
+        """Report the first row of a store racing with earlier accesses (`race`)."""
         idx = access.idx
-        race = race | _overlaps(idx, access.threads)
-        if race.any():
-            row = int(np.argmax(race.any(axis=1)))
-            raise Fault("shared-memory race: write to shared address "
-                        f"{self._address(idx, row, race)} that another thread of the block "
-                        "accessed with no barrier in between", int(access.threads[row]))
+        row = int(np.argmax(race.any(axis=1)))
+        raise Fault("shared-memory race: write to shared address "
+                    f"{self._address(idx, row, race)} that another thread of the block "
+                    "accessed with no barrier in between", int(access.threads[row]))
 
     def fence_proxy(self, threads: np.ndarray) -> None:
         """`fence.proxy.async` by `threads`: their generic writes become visible to async ops."""
@@ -427,7 +458,7 @@ class SharedHazards:
                                                  covers))
             return
         rows = self._rows(local, blocks)
-        if distinct_blocks:  # rows of distinct blocks share no byte
+        if distinct_blocks or np.unique(rows).size == rows.size:  # rows share no byte
             self.owner[rows] = ids[:, None]
             return
         for row, op in zip(rows, ids.tolist(), strict=True):  # a later claim wins
@@ -459,12 +490,13 @@ class SharedHazards:
             self.op_state[op] = IDLE
 
 
-def _overlaps(idx: np.ndarray, threads: np.ndarray) -> np.ndarray:
-    """Bytes of one store (rows x bytes) that an earlier row of another thread also stores."""
+def _overlaps(idx: np.ndarray, owners: np.ndarray) -> np.ndarray:
+    """Bytes of one store (rows x bytes) that an earlier row of another owner (a thread or a
+    warp, one per row) also stores."""
     flat = idx.reshape(-1)
     order = np.argsort(flat, kind="stable")
     same = flat[order][1:] == flat[order][:-1]
-    owners = np.repeat(threads, idx.shape[1])[order]
+    owners = np.repeat(owners, idx.shape[1])[order]
     clash = same & (owners[1:] != owners[:-1])
     out = np.zeros(flat.size, np.bool_)
     out[order[1:][clash]] = True

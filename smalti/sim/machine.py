@@ -40,6 +40,10 @@ class Machine:
     ticks: int = 0
     # Register count each warpgroup's last setmaxnreg set (ops/setmaxnreg.py).
     register_budgets: dict[int, int] = field(default_factory=dict)
+    # Instructions (their store_check.Site) that already warned in this launch.
+    warned: set = field(default_factory=set)
+    # Tensor maps read from device memory, by their 128 bytes (tensormap_memory.py).
+    device_maps: dict = field(default_factory=dict)
 
     def special(self, name: str, lanes: Lanes) -> np.ndarray:
         """Special register `name` (uint32, or uint64 for 64-bit counters) for the active lanes

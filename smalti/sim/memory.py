@@ -15,17 +15,19 @@ GLOBAL_BASE = 1 << 32  # first fake device address; 0 and small addresses stay i
 GLOBAL_ALIGN = 256
 GLOBAL_GAP = 4096  # unmapped bytes between buffers, so running off one end faults
 SHARED_WINDOW = 0x7F00_0000_0000  # generic addresses of the executing block's shared memory
-PARAM_WINDOW = 0x7E00_0000_0000  # addresses of kernel parameters (`mov.b64 %rd, param`)
-PARAM_SLOT = 1 << 16  # parameter i lives at PARAM_WINDOW + i * PARAM_SLOT
+# The kernel's parameters are one buffer (laid out as the ABI packs them): the .param-space
+# address of a byte is its offset in that buffer (`mov.b32/.b64 %r, param` gives a parameter's),
+# and its generic address (`cvta.param`) is PARAM_WINDOW + that offset.
+PARAM_WINDOW = 0x7E00_0000_0000
 # A .shared::cluster address names a CTA of the cluster and an offset into its shared memory:
 # the executing CTA's own .shared::cta addresses (below CTA_SPAN) are valid ones, and `mapa`
 # gives (rank + 1) * CTA_SPAN + offset for the CTA of cluster rank `rank`.
 CTA_SPAN = 1 << 24
 
 
-def param_address(position: int) -> int:
-    """The (param-space and generic) address of the kernel's parameter number `position`."""
-    return PARAM_WINDOW + position * PARAM_SLOT
+def param_generic(offset: int) -> int:
+    """The generic address of the parameter byte at .param-space address `offset`."""
+    return PARAM_WINDOW + offset
 
 
 def _align(value: int, alignment: int) -> int:
@@ -150,6 +152,25 @@ class GlobalMemory:
             offset = address - int(self.bases[k])
             where = f"at byte offset {offset} of {self.names[k]} ({size} bytes)"
         return f"out-of-bounds global {what} of {nbytes} bytes at address {address:#x}, {where}"
+
+    def region(self, address: int, nbytes: int) -> np.ndarray:
+        """Bytes [address, address + nbytes) of device memory as a writable uint8 view; a
+        Fault when they are not all inside one buffer."""
+        k = int(np.searchsorted(self.bases, np.uint64(address), side="right")) - 1
+        if k < 0 or address < int(self.bases[k]) or address + nbytes > int(self.ends[k]):
+            raise Fault(self._describe_oob(address, nbytes, "access"))
+        start = address - int(self.bases[k])
+        return self.buffers[k][start:start + nbytes]
+
+    def device_address(self, array: np.ndarray) -> int | None:
+        """The device address of `array`'s first element, when its memory lies in one of the
+        launch's buffers (a view of a kernel argument, say); else None."""
+        pointer = array.__array_interface__["data"][0]
+        for k, data in enumerate(self.buffers):
+            host = data.__array_interface__["data"][0]
+            if host <= pointer < host + data.size:
+                return int(self.bases[k]) + pointer - host
+        return None
 
     def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes) -> np.ndarray:
         """(n, count) raw elements loaded at `addresses` (one per active thread)."""
@@ -314,13 +335,33 @@ class ParamSpace:
         self.data = np.frombuffer(data, np.uint8)
         self.offsets = offsets
 
-    def at_address(self, address: int, nbytes: int) -> np.ndarray | None:
-        """`nbytes` at a parameter address (see `param_address`); None outside the window."""
-        position, offset = divmod(address - PARAM_WINDOW, PARAM_SLOT)
-        names = list(self.offsets)
-        if not 0 <= position < len(names):
+    def at_generic(self, address: int, nbytes: int) -> np.ndarray | None:
+        """`nbytes` at a generic address in the parameter window; None outside it."""
+        offset = address - PARAM_WINDOW
+        if not 0 <= offset < max(self.data.size, 1):
             return None
-        return self.load(names[position], offset, 1, nbytes).reshape(-1)
+        if offset + nbytes > self.data.size:
+            raise Fault(f"parameter read of {nbytes} bytes at .param address {offset:#x} runs "
+                        f"past the kernel's {self.data.size} parameter bytes")
+        return self.data[offset:offset + nbytes].copy()
+
+    def in_window(self, generic: np.ndarray) -> np.ndarray:
+        """Which generic addresses fall in the parameter window."""
+        return (generic - np.uint64(PARAM_WINDOW)) < np.uint64(max(self.data.size, 1))
+
+    def load_at(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes
+                ) -> np.ndarray:
+        """(n, count) raw elements at per-lane .param-space `addresses` (byte offsets into
+        the parameter buffer), e.g. `ld.param.u32 %r, [%rd+640]` through a struct's address."""
+        nbytes = elem * count
+        check_aligned(addresses, elem, lanes, "parameter load")
+        bad = addresses + np.uint64(nbytes) > np.uint64(self.data.size)
+        if bad.any():
+            raise Fault(f"parameter load of {nbytes} bytes at .param address "
+                        f"{int(addresses[np.argmax(bad)]):#x} runs past the kernel's "
+                        f"{self.data.size} parameter bytes", lanes.first(bad))
+        raw = self.data[addresses.astype(np.int64)[:, None] + np.arange(nbytes)]
+        return np.ascontiguousarray(raw).view(UINT_OF_BITS[elem * 8]).reshape(-1, count)
 
     def load(self, name: str, offset: int, elem: int, count: int) -> np.ndarray:
         """(1, count) raw elements read at `offset` bytes into parameter `name`."""

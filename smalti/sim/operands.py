@@ -31,7 +31,7 @@ from smalti.sim.dtypes import (
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
-from smalti.sim.memory import SharedLayout, param_address
+from smalti.sim.memory import SharedLayout
 
 Reader = Callable[[Machine, Lanes], np.ndarray]
 Writer = Callable[[Machine, Lanes, np.ndarray], None]
@@ -52,6 +52,7 @@ class DecodeEnv:
     params: dict[str, str]  # name -> PTX type
     local: dict[str, int] = field(default_factory=dict)  # .local variable -> offset
     variables: frozenset[str] = frozenset()  # module-scope .global / .const variables
+    param_offsets: dict[str, int] = field(default_factory=dict)  # name -> .param address
 
     def __hash__(self) -> int:
         return hash((self.kernel, self.shared))
@@ -143,9 +144,10 @@ def reader(op: Operand, ptx_type: str, env: DecodeEnv) -> Reader:
         case Symbol(name=name) if name in env.variables and BITS[ptx_type] == 64:
             # a module variable's device address, known once the launch placed it
             return lambda m, lanes: m.symbols[name].view(VIEW[ptx_type])
-        case Symbol(name=name) if name in env.params and BITS[ptx_type] == 64:
-            # `mov.b64 %rd, param`: the parameter's address (e.g. a __grid_constant__ struct)
-            address = constant(param_address(list(env.params).index(name)), ptx_type)
+        case Symbol(name=name) if name in env.params and BITS[ptx_type] >= 32:
+            # `mov.b64 %rd, param` / `mov.b32 %r, param`: the parameter's .param-space address
+            # (e.g. a __grid_constant__ struct's, or a CUtensorMap's); cvta.param makes it generic
+            address = constant(env.param_offsets[name], ptx_type)
             return lambda m, lanes: address
     raise Unsupported(f"operand {_show(op)} cannot be read as .{ptx_type}")
 

@@ -80,8 +80,10 @@ def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...]) -> P
     shared = layout_shared((*globals_, *kernel.shared))
     local, local_bytes = layout_variables(kernel.local, "local")
     variables = tuple(g for g in globals_ if g.state in ("global", "const"))
+    offsets, size = _param_layout(kernel.params)
     env = DecodeEnv(kernel.name, registers, labels, shared, {p.name: p.type for p in kernel.params},
-                    local, frozenset(v.name for v in variables))
+                    local, frozenset(v.name for v in variables),
+                    {p.name: o for p, o in zip(kernel.params, offsets, strict=True)})
     steps = []
     for inst, line in instructions:
         text = instruction_text(inst)
@@ -91,5 +93,4 @@ def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...]) -> P
             raise SimError(f"unsupported PTX instruction '{inst.opcode}'", kernel=kernel.name,
                            line=line, text=text, detail=e.detail) from None
         steps.append(Decoded(step, inst.guard, line, text))
-    offsets, size = _param_layout(kernel.params)
     return Program(kernel, tuple(steps), shared, offsets, size, local_bytes, variables)

@@ -92,7 +92,8 @@ def family(inst: Instruction) -> str:
 
 def decode(inst: Instruction, env: DecodeEnv) -> Step:
     """Decode one instruction into its step; `Unsupported` when nothing implements it."""
-    decoder = _DECODERS.get((inst.base, family(inst))) or _DECODERS.get((inst.base, "any"))
+    base = inst.opcode if inst.opcode.startswith(".") else inst.base  # a directive: .pragma
+    decoder = _DECODERS.get((base, family(inst))) or _DECODERS.get((base, "any"))
     if decoder is None:
         raise Unsupported()
     return decoder(inst, env)

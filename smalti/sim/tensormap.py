@@ -42,6 +42,9 @@ class TensorMap:
     oob_fill: str = "zero"
     element_strides: tuple[int, ...] | None = None
     interleave: int | None = None
+    # The tensor's device address, for a map read from device memory (tensormap.replace):
+    # alignment is checked on it. None: `array` is the user's, checked by its host pointer.
+    address: int | None = None
 
     def __post_init__(self) -> None:
         """Apply the encode rules, then register the record under a fresh id."""
@@ -113,16 +116,18 @@ def _validate(tm: TensorMap) -> None:
     known = array.dtype.kind in "uif" or array.dtype.type in (*FLOATS, *FP8)
     if array.dtype.itemsize not in (1, 2, 4, 8) or not known:
         _fail(f"unsupported element type {array.dtype}")
-    if array.ctypes.data % 16:
+    if (array.ctypes.data if tm.address is None else tm.address) % 16:
         _fail("the global address must be 16-byte aligned")
     if any(n == 0 or n > 1 << 32 for n in array.shape):
         _fail(f"every global dimension must be in [1, 2^32], got {array.shape}")
     if array.strides[-1] != array.dtype.itemsize:
         _fail("the innermost dimension must be contiguous (stride of one element)")
-    for s in array.strides[:-1]:
+    for s, n in zip(array.strides[:-1], array.shape[:-1], strict=True):
+        if s == 0 and n == 1:
+            continue  # a unit dimension's stride is never used (CUTLASS passes 0)
         if s <= 0 or s % 16 or s >= 1 << 40:
-            _fail(f"global strides must be positive multiples of 16 bytes below 2^40, "
-                  f"got {array.strides[:-1]} bytes")
+            _fail(f"global strides must be positive multiples of 16 bytes below 2^40 (0 for "
+                  f"a dimension of extent 1), got {array.strides[:-1]} bytes")
     if len(tm.box) != array.ndim:
         _fail(f"box has {len(tm.box)} dimensions, the tensor {array.ndim}")
     if any(not 1 <= b <= MAX_BOX for b in tm.box):

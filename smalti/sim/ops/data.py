@@ -9,7 +9,7 @@ from smalti.sim.dtypes import BITS, UINT_OF_BITS, bits_as
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
-from smalti.sim.memory import LOCAL_WINDOW, SHARED_WINDOW
+from smalti.sim.memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from smalti.sim.operands import DecodeEnv, Modifiers, expect, reader, writer
 from smalti.sim.ops.common import elementwise
 from smalti.sim.registry import Compute, Step, semantics
@@ -78,10 +78,10 @@ def decode_cvta(inst: Instruction, env: DecodeEnv) -> Step:
     if space is None or ptx_type not in ("u32", "u64"):
         raise Unsupported("cvta supports .global, .shared, .local, .const and .param with "
                           ".u32/.u64")
-    if space in ("global", "param", "const"):  # generic addresses already, in this simulator
+    if space in ("global", "const"):  # generic addresses already, in this simulator
         return elementwise(inst, env, [ptx_type], ptx_type, lambda a: a)
     udt = UINT_OF_BITS[BITS[ptx_type]]
-    base = LOCAL_WINDOW if space == "local" else SHARED_WINDOW
+    base = {"local": LOCAL_WINDOW, "param": PARAM_WINDOW}.get(space, SHARED_WINDOW)
     window = udt(base % (1 << BITS[ptx_type]))
     if to_space:
         return elementwise(inst, env, [ptx_type], ptx_type, lambda a: a - window)

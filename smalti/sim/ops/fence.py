@@ -12,7 +12,7 @@ from smalti.ptx.module import Instruction
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
-from smalti.sim.operands import DecodeEnv, Modifiers
+from smalti.sim.operands import DecodeEnv, Modifiers, address_parts, expect
 from smalti.sim.ops.shared_address import thread_ids
 from smalti.sim.registry import Compute, Step, semantics
 
@@ -22,9 +22,11 @@ SCOPES = ("cta", "cluster", "gpu", "sys")
 
 @semantics("fence")
 def decode_fence(inst: Instruction, env: DecodeEnv) -> Step:
-    """fence.proxy.async{.space}; fence.mbarrier_init.release.cluster; fence.sc|acq_rel.scope."""
+    """fence.proxy.async{.space}; fence.mbarrier_init.release.cluster; fence.sc|acq_rel.scope;
+    fence.proxy.tensormap::generic.{release,acquire}.scope (the acquire form names the map:
+    [addr], 128)."""
     if inst.operands:
-        raise Unsupported("fence takes no operands")
+        return _tensormap_acquire(inst)
     mods = Modifiers(inst)
     if mods.flag("proxy"):
         if mods.flag("async"):
@@ -47,6 +49,21 @@ def decode_fence(inst: Instruction, env: DecodeEnv) -> Step:
     mods.one_of(("sc", "acq_rel"))
     mods.one_of(SCOPES)
     mods.done()
+    return Compute(lambda m, lanes: None)
+
+
+def _tensormap_acquire(inst: Instruction) -> Step:
+    """fence.proxy.tensormap::generic.acquire.scope [addr], 128: no effect on values (the
+    tensormap proxy is not tracked)."""
+    mods = Modifiers(inst)
+    if not (mods.flag("proxy") and mods.flag("tensormap::generic") and mods.flag("acquire")):
+        raise Unsupported("only fence.proxy.tensormap::generic.acquire takes operands")
+    mods.one_of(SCOPES)
+    mods.done()
+    address, size = expect(inst.operands, 2)
+    address_parts(address)
+    if getattr(size, "value", None) != 128:
+        raise Unsupported("fence.proxy.tensormap::generic.acquire covers 128 bytes")
     return Compute(lambda m, lanes: None)
 
 

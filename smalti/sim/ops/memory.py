@@ -10,8 +10,16 @@ from smalti.ptx.module import Immediate, Instruction, Register, Symbol
 from smalti.sim.dtypes import BITS, VIEW, as_bits
 from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes, thread_ids
+from smalti.sim.lines import instruction_text
 from smalti.sim.machine import Machine
-from smalti.sim.memory import LOCAL_WINDOW, SHARED_WINDOW, LocalMemory, gather, scatter
+from smalti.sim.memory import (
+    LOCAL_WINDOW,
+    PARAM_WINDOW,
+    SHARED_WINDOW,
+    LocalMemory,
+    gather,
+    scatter,
+)
 from smalti.sim.operands import (
     DecodeEnv,
     Modifiers,
@@ -22,6 +30,7 @@ from smalti.sim.operands import (
     writer,
 )
 from smalti.sim.registry import Compute, Step, semantics
+from smalti.sim.store_check import Site, check_one_value, may_overlap
 
 SPACES = ("global", "shared", "shared::cta", "shared::cluster", "param", "local", "const")
 ORDERINGS = ("relaxed", "acquire", "release")
@@ -93,23 +102,27 @@ def _sub_lanes(lanes: Lanes, where: np.ndarray) -> Lanes:
 
 
 def _watch(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: Lanes,
-           write: bool, flat: np.ndarray | None = None) -> None:
+           write: bool, flat: np.ndarray | None = None) -> bool:
     """Hazard checks of an ld/st to shared memory (races, uninitialised bytes, async owners);
     called after the access, so its bounds are already checked. `flat`: the access's flat
-    offsets into shared memory, when the access already computed them."""
+    offsets into shared memory, when the access already computed them. True when a store
+    wrote one shared byte from several threads."""
     if m.async_engine is None or space not in ("shared", "cluster", "generic"):
-        return
+        return False
     if flat is None and space == "generic":
         inside = m.shared.in_window(addresses)
         if not inside.any():
-            return
+            return False
         addresses = addresses[inside] - np.uint64(SHARED_WINDOW)
         lanes = lanes if inside.all() else _sub_lanes(lanes, inside)
     if flat is None:
         flat = m.shared.flat(addresses, nbytes, lanes, "access", space != "shared")
     threads = thread_ids(lanes)
     hazards = m.async_engine.shared
-    (hazards.write if write else hazards.read)(flat, nbytes, threads)
+    if write:
+        return hazards.write(flat, nbytes, threads)
+    hazards.read(flat, nbytes, threads)
+    return False
 
 
 def _local(m: Machine) -> LocalMemory:
@@ -151,6 +164,12 @@ def _load(m: Machine, space: str, addresses: np.ndarray, elem: int, count: int,
             raise Fault("a generic access mixing .local and other addresses",
                         lanes.first(~local))
         return m.local.load(addresses - np.uint64(LOCAL_WINDOW), elem, count, lanes)
+    in_param = m.params.in_window(addresses)
+    if in_param.any():  # a kernel parameter, through its generic address (cvta.param)
+        if not in_param.all():
+            raise Fault("a generic access mixing .param and other addresses",
+                        lanes.first(~in_param))
+        return m.params.load_at(addresses - np.uint64(PARAM_WINDOW), elem, count, lanes)
     in_shared = m.shared.in_window(addresses)
     if not in_shared.any():
         return m.global_memory.load(addresses, elem, count, lanes)
@@ -184,6 +203,10 @@ def _store(m: Machine, space: str, addresses: np.ndarray, values: np.ndarray, el
                         lanes.first(~local))
         m.local.store(addresses - np.uint64(LOCAL_WINDOW), values, elem, lanes)
         return
+    in_param = m.params.in_window(addresses)
+    if in_param.any():
+        raise Fault("store to a kernel parameter's generic address: the .param state space "
+                    "is read-only for kernels", lanes.first(in_param))
     in_shared = m.shared.in_window(addresses)
     if in_shared.any():
         m.shared.store(addresses[in_shared] - np.uint64(SHARED_WINDOW), values[in_shared], elem,
@@ -207,7 +230,7 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
     if space == "param":
         base, offset = address_parts(address)
         if not (isinstance(base, Symbol) and base.name in env.params):
-            raise Unsupported("ld.param needs a kernel parameter name as its address")
+            return _load_param_at(address, elem, count, view, writes, env)
 
         def run_param(m: Machine, lanes: Lanes) -> None:
             raw = m.params.load(base.name, offset, elem, count)
@@ -228,6 +251,20 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
     return Compute(run)
 
 
+def _load_param_at(address, elem: int, count: int, view, writes, env: DecodeEnv) -> Step:
+    """ld.param through a register holding a .param-space address (CUTLASS reads its Params
+    struct so: `mov.b64 %rd18, params; ... ld.param.u32 %r5, [%rd18+640]`)."""
+    address_of = _address(address, "param", env)
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        addresses = _per_lane(address_of(m, lanes), lanes)
+        raw = m.params.load_at(addresses, elem, count, lanes)
+        for j, write in enumerate(writes):
+            write(m, lanes, raw[:, j].view(view))
+
+    return Compute(run)
+
+
 @semantics("st")
 def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
     """st{.space}{.vN}.T [a], b: stores the low bits of each source register."""
@@ -240,7 +277,9 @@ def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
         raise Unsupported(f"{len(elements)} sources for a vector of {count}")
     reads = [reader(e, ptx_type, env) for e in elements]
     elem = max(1, BITS[ptx_type] // 8)
+    nbytes = elem * count
     address_of = _address(address, space, env)
+    site = Site(env.kernel, inst.line, instruction_text(inst), inst.source)
 
     def run(m: Machine, lanes: Lanes) -> None:
         addresses = _per_lane(address_of(m, lanes), lanes)
@@ -248,9 +287,16 @@ def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
         columns = [np.broadcast_to(as_bits(read(m, lanes), ptx_type, elem * 8), (n,))
                    for read in reads]
         values = columns[0][:, None] if count == 1 else np.stack(columns, axis=1)
-        flat = _located(m, space, addresses, elem * count, lanes, "store")
+        flat = _located(m, space, addresses, nbytes, lanes, "store")
         _store(m, space, addresses, values, elem, lanes, flat)
-        _watch(m, space, addresses, elem * count, lanes, True, flat)
+        collided = _watch(m, space, addresses, nbytes, lanes, True, flat)
+        if space == "local" or not (collided or (
+                flat is None and may_overlap(addresses, nbytes))):
+            return
+        landed = (gather(m.shared.data, flat, elem, count) if flat is not None
+                  else _load(m, space, addresses, elem, count, lanes))
+        check_one_value(m, site, addresses, values.astype(landed.dtype, copy=False), landed,
+                        lanes)
 
     return Compute(run)
 

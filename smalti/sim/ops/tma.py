@@ -18,15 +18,18 @@ from smalti.sim.async_engine import AsyncOp
 from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
+from smalti.sim.memory import param_generic
 from smalti.sim.operands import DecodeEnv, Modifiers, address_parts, expect, reader
+from smalti.sim.ops.cp_async import decode_cp_async
 from smalti.sim.ops.shared_address import shared_offsets, shared_targets, thread_ids
 from smalti.sim.registry import Compute, Step, semantics
 from smalti.sim.swizzle import swizzle
 from smalti.sim.tensormap import TENSOR_MAP_BYTES, TensorMap, lookup
+from smalti.sim.tensormap_memory import DeviceMap, is_record
 
 DIMS = {f"{n}d": n for n in range(1, 6)}
 REDUCTIONS = ("add", "min", "max", "and", "or", "xor", "inc", "dec")
-HINTS = ("L2::cache_hint",)
+CACHE_HINT = "L2::cache_hint"
 DST_ALIGN = 128  # PTX ISA: the shared memory of a tensor copy is 128-byte aligned
 
 
@@ -35,8 +38,12 @@ def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
     """cp.async.bulk.tensor / cp.reduce.async.bulk.tensor / cp.async.bulk.{commit,wait}_group."""
     mods = Modifiers(inst)
     reduce = mods.flag("reduce")
-    if not (mods.flag("async") and mods.flag("bulk")):
+    if not mods.flag("async"):
         raise Unsupported(f"unsupported copy {inst.opcode}")
+    if not mods.flag("bulk"):
+        if reduce:
+            raise Unsupported(f"unsupported copy {inst.opcode}")
+        return decode_cp_async(inst, mods, env)
     if mods.flag("commit_group"):
         mods.done()
         return Compute(_commit)
@@ -53,9 +60,7 @@ def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
         raise Unsupported("cp.async.bulk.tensor needs a .1d to .5d dimension modifier")
     mods.flag("tile")
     multicast = mods.flag("multicast::cluster")
-    for hint in HINTS:
-        if mods.flag(hint):
-            raise Unsupported(f".{hint} is not supported")
+    hinted = mods.flag(CACHE_HINT)  # a trailing cache-policy operand; no effect on results
     spaces = [i for i in mods.items if i in ("global", "shared", "shared::cta",
                                              "shared::cluster")]
     for space in spaces:
@@ -68,7 +73,7 @@ def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
         if not mods.flag("bulk_group"):
             raise Unsupported("tensor stores complete through .bulk_group")
         mods.done()
-        return _store(inst, env, rank, op)
+        return _store(inst, env, rank, op, hinted)
     if reduce:
         raise Unsupported("cp.reduce.async.bulk.tensor writes to .global")
     if multicast and spaces != ["shared::cluster", "global"]:
@@ -79,7 +84,7 @@ def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
     if not mods.flag("mbarrier::complete_tx::bytes"):
         raise Unsupported("tensor loads complete through .mbarrier::complete_tx::bytes")
     mods.done()
-    return _load(inst, env, rank, multicast)
+    return _load(inst, env, rank, multicast, hinted)
 
 
 def _tensor_operand(op, rank: int, env: DecodeEnv):
@@ -90,8 +95,9 @@ def _tensor_operand(op, rank: int, env: DecodeEnv):
     if len(coords) != rank:
         raise Unsupported(f"{len(coords)} coordinates for a {rank}d copy")
     match op.base:
-        case Symbol(name=name) if name in env.params:
-            where = reader(Symbol(name), "u64", env)
+        case Symbol(name=name) if name in env.params:  # the parameter itself: its generic address
+            generic = np.uint64(param_generic(env.param_offsets[name]))
+            where = lambda m, lanes: generic  # noqa: E731
         case Register():
             where = reader(op.base, "u64", env)
         case _:
@@ -100,18 +106,34 @@ def _tensor_operand(op, rank: int, env: DecodeEnv):
 
 
 def _tensor_map(m: Machine, address: int, thread: int, lanes: Lanes) -> TensorMap:
-    raw = m.params.at_address(address, 16)
+    """The tensor map whose 128 bytes are at generic `address` (a parameter, or global
+    memory): a host record (tensormap.py) or fields a kernel wrote (tensormap_memory.py)."""
+    if address % 64:
+        raise Fault(f"tensor map address {address:#x} is not 64-byte aligned", thread)
+    raw = m.params.at_generic(address, TENSOR_MAP_BYTES)
     if raw is None:
-        if address % 64:
-            raise Fault(f"tensor map address {address:#x} is not 64-byte aligned", thread)
         mask = np.zeros_like(lanes.mask)
         mask[thread] = True
-        raw = m.global_memory.load(np.array([address], np.uint64), 1, 16,
+        raw = m.global_memory.load(np.array([address], np.uint64), 1, TENSOR_MAP_BYTES,
                                    Lanes(mask, everyone=False)).reshape(-1)
-    tm = lookup(raw)
+    if is_record(raw):
+        tm = lookup(raw)
+        if tm is None:
+            raise Fault(f"the {TENSOR_MAP_BYTES} bytes at {address:#x} carry the tag of a "
+                        "smalti.sim.TensorMap that no longer exists", thread)
+        return tm
+    key = raw.tobytes()
+    tm = m.device_maps.get(key)
     if tm is None:
-        raise Fault(f"the {TENSOR_MAP_BYTES} bytes at {address:#x} are not a tensor map "
-                    "(pass a smalti.sim.TensorMap for the CUtensorMap parameter)", thread)
+        try:
+            tm = DeviceMap.read(raw).resolve(m.global_memory.region)
+        except (ValueError, Fault) as error:
+            detail = error.message if isinstance(error, Fault) else str(error)
+            raise Fault(f"the {TENSOR_MAP_BYTES} bytes at {address:#x} are not a valid tensor "
+                        f"map: {detail} (pass a smalti.sim.TensorMap or TensorMapEncodeTiled "
+                        "for a CUtensorMap parameter, or build one with tensormap.replace)",
+                        thread) from None
+        m.device_maps[key] = tm
     return tm
 
 
@@ -137,11 +159,14 @@ def _check_coords(tm: TensorMap, rank: int, thread: int, what: str) -> None:
         raise Fault(f"{what} is {rank}d but its tensor map has rank {tm.rank}", thread)
 
 
-def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool) -> Step:
+def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted: bool) -> Step:
     """A tensor load into the CTA `dst` names, or with .multicast::cluster into the same
     CTA-relative offsets of `dst` and `bar` in every CTA of the cluster whose rank is set in
-    the 16-bit ctaMask (PTX ISA, cp.async.bulk.tensor): one queued copy per destination."""
-    operands = expect(inst.operands, 4 if multicast else 3)
+    the 16-bit ctaMask (PTX ISA, cp.async.bulk.tensor): one queued copy per destination.
+    With .L2::cache_hint a last operand is the 64-bit cache policy, read and ignored."""
+    operands = expect(inst.operands, 3 + multicast + hinted)
+    if hinted:
+        reader(operands[-1], "b64", env)  # decodes (so a bad operand is reported), unused
     dst, tensor, bar = operands[:3]
     where, coords = _tensor_operand(tensor, rank, env)
     dst_of = shared_targets(dst, "cluster", env)
@@ -221,8 +246,11 @@ def _gather(tm: TensorMap, coords: tuple[int, ...]) -> np.ndarray:
     return np.where(inside, tile, fill)
 
 
-def _store(inst: Instruction, env: DecodeEnv, rank: int, reduction: str | None) -> Step:
-    tensor, src = expect(inst.operands, 2)
+def _store(inst: Instruction, env: DecodeEnv, rank: int, reduction: str | None,
+           hinted: bool) -> Step:
+    tensor, src, *hint = expect(inst.operands, 2 + hinted)
+    if hint:
+        reader(hint[0], "b64", env)  # the cache policy: no effect on results
     address_parts(src)
     where, coords = _tensor_operand(tensor, rank, env)
     src_of = shared_offsets(src, "shared", env)
