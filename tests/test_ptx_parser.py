@@ -348,8 +348,6 @@ HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n
 @pytest.mark.parametrize(("body", "message"), [
     ("\tadd.s32 %r1, %r2, %q3;\n", "undeclared register '%q3'"),
     ("\tmov.u32 %r1, 12abc;\n", "cannot parse immediate '12abc'"),
-    ("\tcall.uni (retval0), f, (param0);\n", "'call' is not supported"),
-    ("\t.param .b32 param0;\n", "'call'"),
     ("\tld.global.v2.f32 {%r1, %r2, [%r3];\n", "unbalanced"),
     ("\tadd.s32 %r1, , %r2;\n", "empty operand"),
     ("\t.frobnicate 3;\n", "unsupported directive '.frobnicate'"),
@@ -367,9 +365,8 @@ def test_errors_name_the_line(body: str, message: str) -> None:
 
 def test_structural_errors() -> None:
     assert _error(".version 8.0\nfoo:\n").line == 2
-    prototype = ".version 8.0\n.extern .func (.param .b32 r) vprintf(.param .b64 a);\n"
-    error = _error(prototype)
-    assert (error.line, "prototypes" in error.message) == (2, True)
+    error = _error(".version 8.0\n.visible .entry k(.param .b64 a);\n")
+    assert (error.line, "without a body" in error.message) == (2, True)
     assert _error(".version 8.0\n.reg .b32 %r;\n").line == 2
     assert _error(HEAD + "\tmov.u32 %r1, 0;\n}\n}\n").line == 9
     assert "unknown PTX type '.q7'" in _error(

@@ -97,6 +97,13 @@ class TensorAddress:
 
 
 @dataclass(frozen=True)
+class ParamList:
+    """A parenthesised list of `call`: its return parameters or its arguments, (a, b)."""
+
+    elements: tuple[Operand, ...]
+
+
+@dataclass(frozen=True)
 class PredicatePair:
     """The two predicate destinations of setp: %p1|%p2 ('_' for a sink is Symbol('_'))."""
 
@@ -106,6 +113,7 @@ class PredicatePair:
 
 Operand = (
     Register | Immediate | Symbol | Label | Address | VectorOperand | TensorAddress | PredicatePair
+    | ParamList
 )
 
 
@@ -221,7 +229,7 @@ class Kernel:
     extra_directives: tuple[str, ...] = ()  # e.g. ".maxnreg 168", kept verbatim
     returns: tuple[Param, ...] = ()  # a .func's return parameters: .func (.param .b32 r) f(...)
     linkage: str | None = "visible"  # "visible", "weak", or None (no linkage directive)
-    local: tuple[SharedDecl, ...] = ()  # `.local` variables (state "local")
+    local: tuple[SharedDecl, ...] = ()  # `.local` variables, and `.param` ones of call sequences
 
     def labels(self) -> dict[str, int]:
         """Label name -> index of the statement it marks."""
@@ -235,6 +243,8 @@ class Module:
     address_size: int = 64
     kernels: tuple[Kernel, ...] = ()
     globals: tuple[SharedDecl, ...] = field(default_factory=tuple)
+    # Functions declared without a body (`.extern .func __assertfail (...);`), for `call`.
+    declarations: tuple[Kernel, ...] = ()
 
     def kernel(self, name: str) -> Kernel:
         for k in self.kernels:

@@ -25,6 +25,7 @@ from smalti.ptx.module import (
     Module,
     Operand,
     Param,
+    ParamList,
     PredicatePair,
     Register,
     RegisterDecl,
@@ -86,7 +87,7 @@ _SPECIAL_REGISTER = re.compile(
 _REG_DECL = re.compile(r"\.reg\s+(?:\.(v\d+)\s+)?\.(\w+)\s+(.+)$", re.S)
 _REG_NAME = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*(?:<\s*(\d+)\s*>)?\s*$")
 _VARIABLE = re.compile(
-    r"((?:\.(?:visible|extern|weak|common)\s+)*)\.(shared|local|global|const)(?:::\w+)?\s+"
+    r"((?:\.(?:visible|extern|weak|common)\s+)*)\.(shared|local|global|const|param)(?:::\w+)?\s+"
     r"(?:\.align\s+(\d+)\s+)?(?:\.(v\d+)\s+)?\.(\w+)\s+(.+)$",
     re.S,
 )
@@ -111,6 +112,7 @@ class _Scope:
     singles: dict[str, Register] = field(default_factory=dict)
     ranges: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # prefix->new,type,n
     labels: dict[str, str] = field(default_factory=dict)
+    symbols: dict[str, str] = field(default_factory=dict)  # `.param` variables of a callseq
     suffix: str = ""
     cache: dict[str, Operand] = field(default_factory=dict)
 
@@ -127,6 +129,7 @@ class _ModuleParser:
         version, target, address_size = "8.0", "sm_90a", 64
         kernels: list[Kernel] = []
         globals_: list[SharedDecl] = []
+        declarations: list[Kernel] = []
         statements = self.statements
         while self.pos < len(statements):
             st = statements[self.pos]
@@ -148,17 +151,19 @@ class _ModuleParser:
                             pass
                         case _ if _VARIABLE.match(st.text):
                             globals_.extend(_variables(st.text, st.line))
-                        case _ if ".func" in st.text or ".entry" in st.text:
-                            raise _Error(
-                                "function declarations without a body (prototypes for 'call')"
-                                " are not supported", st.line)
+                        case _ if ".func" in st.text:  # a prototype, for `call`
+                            header = RawStatement(Kind.HEADER, st.text, st.line)
+                            declarations.append(_kernel(header, _Body((), (), (), ())))
+                        case _ if ".entry" in st.text:
+                            raise _Error("an .entry declared without a body", st.line)
                         case _:
                             raise _Error(f"unexpected module-level statement '{word}'", st.line)
                 case Kind.LABEL:
                     raise _Error(f"label '{st.text}' outside a function", st.line)
                 case Kind.OPEN | Kind.CLOSE:
                     raise _Error(f"unexpected '{st.text}' outside a function", st.line)
-        return Module(version, target, address_size, tuple(kernels), tuple(globals_))
+        return Module(version, target, address_size, tuple(kernels), tuple(globals_),
+                      tuple(declarations))
 
     def _function(self, header: RawStatement) -> Kernel:
         opened = self.statements[self.pos]
@@ -309,9 +314,14 @@ class _BodyParser:
             case ".pragma":
                 pragma = text[len(".pragma"):].strip()
                 self.body.append(Instruction(".pragma", (Symbol(pragma),), None, st.line))
-            case ".param":
-                raise _Error("'.param' inside a body belongs to a 'call' sequence; 'call' is "
-                             "not supported", st.line)
+            case ".param":  # an argument or return value of a call sequence
+                scope = self.scopes[-1]
+                for decl in _variables(text, st.line):
+                    flat = self._flat_name(decl.name, False)
+                    self.taken.add(flat)
+                    scope.symbols[decl.name] = flat
+                    scope.cache.clear()
+                    self.local.append(dataclasses.replace(decl, name=flat))
             case _:
                 raise _Error(f"unsupported directive '{word}' inside a function body", st.line)
 
@@ -346,8 +356,6 @@ class _BodyParser:
         if match is None:
             raise _Error("cannot parse instruction", line)
         negated, predicate, opcode, rest = match.groups()
-        if opcode == "call" or opcode.startswith("call."):
-            raise _Error("'call' is not supported (inline the callee)", line)
         guard = None
         if predicate is not None:
             register = self._register(predicate)
@@ -406,6 +414,12 @@ class _BodyParser:
         first = text[0]
         if first == "[":
             return self._address(text, line)
+        if first == "(":  # the return or argument list of a call
+            if text[-1] != ")":
+                raise _Error(f"malformed parameter list '{text}'", line)
+            inner = text[1:-1].strip()
+            return ParamList(tuple(self._cached(t, line) for t in _split_operands(inner, line))
+                             if inner else ())
         if first == "{":
             if text[-1] != "}":
                 raise _Error(f"malformed vector operand '{text}'", line)
@@ -428,6 +442,9 @@ class _BodyParser:
                 return Symbol(text)
             raise _Error(f"use of undeclared register '{text}'", line)
         if _IDENTIFIER.match(text):
+            for scope in reversed(self.scopes):
+                if text in scope.symbols:
+                    return Symbol(scope.symbols[text])
             return Symbol(text)
         raise _Error(f"cannot parse operand '{text}'", line)
 

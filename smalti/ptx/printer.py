@@ -14,6 +14,7 @@ from smalti.ptx.module import (
     Module,
     Operand,
     Param,
+    ParamList,
     PredicatePair,
     Register,
     SharedDecl,
@@ -44,6 +45,8 @@ def format_operand(operand: Operand) -> str:
             return f"[{format_operand(base)}, {format_operand(coords)}]"
         case PredicatePair(first=first, second=second):
             return f"{format_operand(first)}|{format_operand(second)}"
+        case ParamList(elements=elements):
+            return "(" + ", ".join(format_operand(e) for e in elements) + ")"
     raise TypeError(f"not a PTX operand: {operand!r}")
 
 
@@ -92,10 +95,8 @@ def source_files(module: Module) -> dict[str, int]:
     return files
 
 
-def print_kernel(kernel: Kernel, files: dict[str, int] | None = None) -> list[str]:
-    """The kernel's lines; with `files`, a `.loc` before each instruction whose source
-    location differs from the previous one's (profilers and the simulator map PTX back to
-    the user's lines through them)."""
+def _signature(kernel: Kernel) -> list[str]:
+    """`.visible .entry name(...)` (or a .func's, with its return parameters)."""
     linkage = f".{kernel.linkage} " if kernel.linkage else ""
     returns = ""
     if kernel.returns:
@@ -104,6 +105,14 @@ def print_kernel(kernel: Kernel, files: dict[str, int] | None = None) -> list[st
     for i, p in enumerate(kernel.params):
         lines.append(f"\t{_format_param(p)}{',' if i + 1 < len(kernel.params) else ''}")
     lines.append(")")
+    return lines
+
+
+def print_kernel(kernel: Kernel, files: dict[str, int] | None = None) -> list[str]:
+    """The kernel's lines; with `files`, a `.loc` before each instruction whose source
+    location differs from the previous one's (profilers and the simulator map PTX back to
+    the user's lines through them)."""
+    lines = _signature(kernel)
     if kernel.maxntid is not None:
         lines.append(".maxntid " + ", ".join(map(str, kernel.maxntid)))
     if kernel.reqntid is not None:
@@ -149,6 +158,8 @@ def print_module(module: Module) -> str:
     lines.extend(f'.file {index} "{_escaped(name)}"' for name, index in files.items())
     if files:
         lines.append("")
+    for declaration in module.declarations:
+        lines.extend([*_signature(declaration), ";"])
     lines.extend(_format_shared(g) for g in module.globals)
     for kernel in module.kernels:
         lines.extend(print_kernel(kernel, files))

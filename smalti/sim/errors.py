@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from smalti.ptx.module import SourceLocation
+
 
 class SimError(RuntimeError):
-    """A kernel failed in the simulator; the message names kernel, PTX line, instruction, thread."""
+    """A kernel failed in the simulator; the message names kernel, PTX line, the source line
+    the PTX's `.loc` gives for it (`source`: a SourceLocation with file, line, column),
+    instruction and thread."""
 
     def __init__(
         self,
@@ -15,16 +19,20 @@ class SimError(RuntimeError):
         text: str | None = None,
         thread: str | None = None,
         detail: str | None = None,
+        source: SourceLocation | None = None,
     ) -> None:
         self.reason = message
         self.kernel = kernel
-        self.line = line
+        self.line = line  # the PTX line
         self.text = text
         self.thread = thread
         self.detail = detail
+        self.source = source  # the compiler's input line (`.loc`), when the PTX has one
         parts = [message]
         if line is not None:
             parts.append(f" at line {line}")
+        if source is not None:
+            parts.append(f" ({source})")
         if text is not None:
             parts.append(f": `{text}`")
         context = []

@@ -23,12 +23,14 @@ from smalti.sim.memory import (
     SharedMemory,
     variable_bytes,
 )
+from smalti.sim.param_struct import ParamStruct
 from smalti.sim.program import Program, load_program, param_size
 from smalti.sim.registers import RegisterFile
 from smalti.sim.scheduler import execute
 from smalti.sim.tensormap import TensorMap
+from smalti.sim.tensormap_encode import TensorMapEncodeTiled
 
-Arg = np.ndarray | int | float | np.generic | TensorMap
+Arg = np.ndarray | int | float | np.generic | TensorMap | TensorMapEncodeTiled | ParamStruct
 Dim = tuple[int, int, int] | int
 MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one sm_90 block can use
 POINTER_TYPES = ("u64", "b64", "s64")
@@ -38,6 +40,14 @@ def run_ptx(ptx_text: str, kernel: str, grid: Dim, block: Dim, args: Sequence[Ar
             shared_bytes: int = 0, *, cluster: Dim | None = None, async_completion: str = "eager",
             seed: int = 0, spurious_waits: bool = False) -> None:
     """Parse PTX text and run `kernel` on the CPU; numpy arrays in `args` are updated in place.
+
+    Each argument matches a kernel parameter: a numpy array is a device buffer (its address
+    is passed to a .u64 parameter); a numpy scalar or Python number is passed by value; a
+    CUtensorMap parameter (`.param .align 64 .b8 name[128]`) takes a `smalti.sim.TensorMap`
+    or a `TensorMapEncodeTiled` (cuTensorMapEncodeTiled's arguments over a numpy buffer);
+    another `.b8` array parameter (a struct passed by value) takes its bytes, or a
+    `ParamStruct` that places device pointers and tensor maps in them. The PTX may be any
+    compiler's (debug sections, `.loc`, call sequences to __assertfail/vprintf included).
 
     `cluster` groups the grid's CTAs into clusters sharing distributed shared memory (default:
     the kernel's `.reqnctapercluster`, else one CTA). `async_completion` says when TMA and
@@ -72,18 +82,32 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
                        kernel=kernel)
     shared_size = _shared_size(program, shared_bytes)
     buffers, names, copies = [], [], []
+    placed: dict[int, int] = {}  # id of a struct's pointer array -> its buffer index
+
+    def add_buffer(arg: np.ndarray, name: str) -> None:
+        view = arg
+        if not (arg.flags.c_contiguous and arg.flags.writeable):
+            view = np.ascontiguousarray(arg).copy()
+            copies.append((arg, view))
+        buffers.append(view)
+        names.append(name)
+
     for i, arg in enumerate(args):
         if isinstance(arg, np.ndarray) and params[i].array is None:
-            view = arg
-            if not (arg.flags.c_contiguous and arg.flags.writeable):
-                view = np.ascontiguousarray(arg).copy()
-                copies.append((arg, view))
-            buffers.append(view)
-            names.append(f"args[{i}] ({params[i].name})")
+            add_buffer(arg, f"args[{i}] ({params[i].name})")
+        elif isinstance(arg, ParamStruct):
+            for offset, array in arg.pointers.items():
+                if id(array) not in placed:
+                    placed[id(array)] = len(buffers)
+                    add_buffer(array, f"args[{i}] ({params[i].name}) pointer at +{offset}")
     variables = [variable_bytes(v) for v in program.variables]
     memory = GlobalMemory(buffers + variables,
                           names + [f".{v.state} variable {v.name}" for v in program.variables])
-    param_data = _marshal(program, memory, args)
+    try:
+        param_data = _marshal(program, memory, args,
+                              lambda array: memory.address(placed[id(array)]))
+    except ValueError as e:  # an invalid TensorMapEncodeTiled
+        raise SimError(str(e), kernel=kernel) from None
     machine = Machine(
         geometry=geometry,
         registers=RegisterFile(_declared(program), geometry.threads),
@@ -163,21 +187,35 @@ def _shared_size(program: Program, shared_bytes: int) -> int:
     return size
 
 
-def _marshal(program: Program, memory: GlobalMemory, args: Sequence[Arg]) -> bytes:
+def _marshal(program: Program, memory: GlobalMemory, args: Sequence[Arg],
+             address_of) -> bytes:
     data = bytearray(program.param_bytes)
     buffer_index = 0
     for param, offset, arg in zip(program.kernel.params, program.param_offsets, args,
                                   strict=True):
-        raw = _param_bytes(param, arg, program.kernel.name, memory, buffer_index)
+        if isinstance(arg, ParamStruct):
+            raw = _struct_bytes(param, arg.encode(address_of), program.kernel.name)
+        else:
+            raw = _param_bytes(param, arg, program.kernel.name, memory, buffer_index)
         if isinstance(arg, np.ndarray) and param.array is None:
             buffer_index += 1
         data[offset:offset + len(raw)] = raw
     return bytes(data)
 
 
+def _struct_bytes(param: Param, raw: bytes, kernel: str) -> bytes:
+    size, _ = param_size(param)
+    if param.array is None or len(raw) != size:
+        raise SimError(f"parameter {param.name} takes {size} bytes; the ParamStruct has "
+                       f"{len(raw)}", kernel=kernel)
+    return raw
+
+
 def _param_bytes(param: Param, arg: Arg, kernel: str, memory: GlobalMemory,
                  buffer_index: int) -> bytes:
     size, _ = param_size(param)
+    if isinstance(arg, TensorMapEncodeTiled):
+        arg = arg.tensor_map()
     if param.array is not None and isinstance(arg, TensorMap):  # a CUtensorMap parameter
         raw = arg.encode()
         if len(raw) != size:

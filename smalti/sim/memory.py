@@ -376,12 +376,14 @@ class ParamSpace:
 LOCAL_WINDOW = 0x7D00_0000_0000  # generic addresses of the executing thread's local memory
 
 
-def layout_variables(decls: Sequence, state: str) -> tuple[dict[str, int], int]:
-    """Offsets of the variables of one state space (e.g. a kernel's .local ones), and size."""
+def layout_variables(decls: Sequence, state: str | tuple[str, ...]
+                     ) -> tuple[dict[str, int], int]:
+    """Offsets of the variables of some state spaces (e.g. a kernel's .local ones), and size."""
+    states = (state,) if isinstance(state, str) else state
     offsets: dict[str, int] = {}
     cursor = 0
     for decl in decls:
-        if decl.state != state:
+        if decl.state not in states:
             continue
         cursor = _align(cursor, decl.align)
         offsets[decl.name] = cursor

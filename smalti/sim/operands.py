@@ -53,6 +53,8 @@ class DecodeEnv:
     local: dict[str, int] = field(default_factory=dict)  # .local variable -> offset
     variables: frozenset[str] = frozenset()  # module-scope .global / .const variables
     param_offsets: dict[str, int] = field(default_factory=dict)  # name -> .param address
+    call_params: frozenset[str] = frozenset()  # `.param` variables of call sequences
+    functions: dict = field(default_factory=dict)  # declared functions (Kernel), by name
 
     def __hash__(self) -> int:
         return hash((self.kernel, self.shared))

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from smalti.ptx.module import Guard, Instruction, Kernel, LabelDef, Module, Param, SharedDecl
+from smalti.ptx.module import (
+    Guard,
+    Instruction,
+    Kernel,
+    LabelDef,
+    Module,
+    Param,
+    SharedDecl,
+    SourceLocation,
+)
 from smalti.sim import ops  # noqa: F401  (defining the decoders registers them)
 from smalti.sim.errors import SimError, Unsupported
 from smalti.sim.lines import instruction_text, statement_lines
@@ -22,6 +31,7 @@ class Decoded:
     guard: Guard | None
     line: int | None
     text: str
+    source: SourceLocation | None = None  # the `.loc` in force: the compiler's input line
 
 
 @dataclass(frozen=True)
@@ -61,11 +71,12 @@ def load_program(module: Module, name: str) -> Program:
         kernel = module.kernel(name)
     except KeyError as e:
         raise SimError(str(e.args[0])) from None
-    return _decode(kernel, module.globals, statement_lines(module, kernel))
+    return _decode(kernel, module.globals, statement_lines(module, kernel), module.declarations)
 
 
 @lru_cache(maxsize=64)
-def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...]) -> Program:
+def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...],
+            declarations: tuple[Kernel, ...] = ()) -> Program:
     registers = {}
     for decl in kernel.registers:
         for reg_name in decl.names():
@@ -78,12 +89,15 @@ def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...]) -> P
         else:
             instructions.append((statement, line))
     shared = layout_shared((*globals_, *kernel.shared))
-    local, local_bytes = layout_variables(kernel.local, "local")
+    # A call sequence's .param variables are the calling thread's: they live with .local ones.
+    local, local_bytes = layout_variables(kernel.local, ("local", "param"))
     variables = tuple(g for g in globals_ if g.state in ("global", "const"))
     offsets, size = _param_layout(kernel.params)
     env = DecodeEnv(kernel.name, registers, labels, shared, {p.name: p.type for p in kernel.params},
                     local, frozenset(v.name for v in variables),
-                    {p.name: o for p, o in zip(kernel.params, offsets, strict=True)})
+                    {p.name: o for p, o in zip(kernel.params, offsets, strict=True)},
+                    frozenset(d.name for d in kernel.local if d.state == "param"),
+                    {f.name: f for f in declarations})
     steps = []
     for inst, line in instructions:
         text = instruction_text(inst)
@@ -91,6 +105,6 @@ def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...]) -> P
             step = decode(inst, env)
         except Unsupported as e:
             raise SimError(f"unsupported PTX instruction '{inst.opcode}'", kernel=kernel.name,
-                           line=line, text=text, detail=e.detail) from None
-        steps.append(Decoded(step, inst.guard, line, text))
+                           line=line, text=text, detail=e.detail, source=inst.source) from None
+        steps.append(Decoded(step, inst.guard, line, text, inst.source))
     return Program(kernel, tuple(steps), shared, offsets, size, local_bytes, variables)

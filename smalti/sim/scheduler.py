@@ -111,7 +111,7 @@ class _Threads:
 def _fail(program: Program, decoded: Decoded, machine: Machine, fault: Fault) -> SimError:
     thread = None if fault.thread is None else machine.geometry.describe(fault.thread)
     return SimError(fault.message, kernel=program.kernel.name, line=decoded.line,
-                    text=decoded.text, thread=thread)
+                    text=decoded.text, thread=thread, source=decoded.source)
 
 
 def _guarded(decoded: Decoded, machine: Machine, lanes: Lanes, group: np.ndarray) -> Lanes:
@@ -307,7 +307,7 @@ def _wait_deadlock(program: Program, machine: Machine, threads: _Threads) -> Sim
     return SimError(f"mbarrier deadlock: {ids.size} thread(s) wait on {barrier}, and nothing "
                     f"left can complete that phase{others}", kernel=program.kernel.name,
                     line=decoded.line, text=decoded.text,
-                    thread=machine.geometry.describe(first))
+                    thread=machine.geometry.describe(first), source=decoded.source)
 
 
 def _deadlock(program: Program, machine: Machine, threads: _Threads) -> SimError:
@@ -315,4 +315,5 @@ def _deadlock(program: Program, machine: Machine, threads: _Threads) -> SimError
     decoded = program.steps[int(threads.resume[first]) - 1]
     return SimError("barrier deadlock: threads wait at bar.sync for threads of their block "
                     "that never arrive", kernel=program.kernel.name, line=decoded.line,
-                    text=decoded.text, thread=machine.geometry.describe(first))
+                    text=decoded.text, thread=machine.geometry.describe(first),
+                    source=decoded.source)

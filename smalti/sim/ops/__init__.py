@@ -3,6 +3,7 @@
 from smalti.sim.ops import (  # noqa: F401
     atomic,
     bits,
+    call,
     carry,
     cluster,
     compare,

@@ -1,14 +1,16 @@
 """Control flow and synchronisation: `bra`, `ret`, `exit`, `bar.sync`/`barrier.sync`
-(`barrier.cluster` is in ops/cluster.py)."""
+(`barrier.cluster` is in ops/cluster.py), `trap`, `brkpt`."""
 
 from __future__ import annotations
 
 from smalti.ptx.module import Immediate, Instruction, Operand
-from smalti.sim.errors import Unsupported
+from smalti.sim.errors import Fault, Unsupported
+from smalti.sim.lanes import Lanes
+from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, Reader, label_target, reader
 from smalti.sim.ops.cluster import decode_barrier_cluster
 from smalti.sim.ops.warp import decode_bar_warp
-from smalti.sim.registry import Barrier, Branch, Exit, Step, semantics
+from smalti.sim.registry import Barrier, Branch, Compute, Exit, Step, semantics
 
 
 @semantics("bra")
@@ -69,3 +71,19 @@ def _barrier_operand(op: Operand, env: DecodeEnv) -> int | Reader:
         case Immediate(value=int() as value):
             return value
     return reader(op, "u32", env)
+
+
+@semantics("trap")
+@semantics("brkpt")
+def decode_trap(inst: Instruction, env: DecodeEnv) -> Step:
+    """trap (abort the kernel, an error reported to the host) and brkpt (suspend the kernel
+    for a debugger; CUTLASS issues one when a pipeline invariant breaks): both end the run
+    with an error naming the thread that reached them."""
+    Modifiers(inst).done()
+    what = ("the kernel executed trap (an abort)" if inst.base == "trap"
+            else "the kernel hit a brkpt (breakpoint) instruction")
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        raise Fault(what, lanes.first())
+
+    return Compute(run)

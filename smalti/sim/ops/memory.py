@@ -227,6 +227,8 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
     writes = [writer(e, ptx_type, env) for e in elements]
     elem = max(1, BITS[ptx_type] // 8)
     view = VIEW[ptx_type]
+    if space == "param" and _call_param(address, env):
+        space = "local"  # a call sequence's argument or return value: the thread's own
     if space == "param":
         base, offset = address_parts(address)
         if not (isinstance(base, Symbol) and base.name in env.params):
@@ -251,6 +253,12 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
     return Compute(run)
 
 
+def _call_param(address, env: DecodeEnv) -> bool:
+    """Whether a .param access names a call sequence's parameter (`st.param [param0], %r`)."""
+    base, _ = address_parts(address)
+    return isinstance(base, Symbol) and base.name in env.call_params
+
+
 def _load_param_at(address, elem: int, count: int, view, writes, env: DecodeEnv) -> Step:
     """ld.param through a register holding a .param-space address (CUTLASS reads its Params
     struct so: `mov.b64 %rd18, params; ... ld.param.u32 %r5, [%rd18+640]`)."""
@@ -269,9 +277,11 @@ def _load_param_at(address, elem: int, count: int, view, writes, env: DecodeEnv)
 def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
     """st{.space}{.vN}.T [a], b: stores the low bits of each source register."""
     space, count, ptx_type = _parse(inst)
+    address, src = expect(inst.operands, 2)
+    if space == "param" and _call_param(address, env):
+        space = "local"  # a call sequence's argument: the thread's own
     if space in ("param", "const"):
         raise Unsupported(f"st.{space}: the .{space} state space is read-only for kernels")
-    address, src = expect(inst.operands, 2)
     elements = vector_elements(src)
     if len(elements) != count:
         raise Unsupported(f"{len(elements)} sources for a vector of {count}")
