@@ -5,6 +5,7 @@ cubin bytes. And a failing kernel on the CPU is one error naming it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ import pytest
 
 import smalti.dsl as sd
 from smalti.runtime import cpu_target, deserialize, export, launcher
-from tests.dsl_helpers import isolated_cache, load_example  # noqa: F401
+from tests.dsl_helpers import isolated_cache, line_of, load_example  # noqa: F401
 
 
 def _pointwise_args():
@@ -95,21 +96,26 @@ def test_other_unsafe_custom_calls_are_named_without_smaltis_bytes():
     assert "cubin" not in message and "7F454C46" not in message  # no ELF image in hex
 
 
-def test_a_failing_kernel_on_the_cpu_is_one_error_naming_it():
-    """A shared-memory race (no barrier between a store and a load of another thread's
-    elements) found by the simulator comes back as the call's one error."""
+def test_a_failing_kernel_on_the_cpu_is_one_error_naming_it(capfd):
+    """A kernel that waits for a barrier phase nothing completes: the simulator's deadlock
+    comes back as the call's one error, naming the kernel, the user's line and the PTX
+    line, with nothing else printed."""
 
-    @sd.kernel(grid=(1,), out_shape=jax.ShapeDtypeStruct((128, 128), jnp.float32),
-               smem=[sd.SMEM((128, 128), jnp.float32)])
-    def racy(x_ref, o_ref, s):
-        s[...] = x_ref[...] * 2.0
-        o_ref[...] = s[...].T
+    @sd.kernel(out_shape=jax.ShapeDtypeStruct((128,), jnp.float32), smem=[sd.Barriers(1)])
+    def stuck(x_ref, o_ref, bars):
+        bars[0].wait(0)  # nobody arrives
+        o_ref[...] = x_ref[...]
 
-    x = jnp.ones((128, 128), jnp.float32)
-    with pytest.raises(Exception, match=r"smalti kernel racy: SimError: shared-memory race") \
+    line = line_of("nobody arrives", stuck.fn)
+    with pytest.raises(Exception, match=r"smalti kernel stuck: SimError: mbarrier deadlock") \
             as caught:
-        jax.block_until_ready(jax.jit(racy)(x))
-    assert "Traceback" not in str(caught.value)
+        jax.block_until_ready(jax.jit(stuck)(jnp.ones(128, jnp.float32)))
+    message = str(caught.value)
+    assert f"{__file__}:{line}:" in message  # the user's line
+    assert re.search(r"at line \d+ \(.*\): `mbarrier\.try_wait", message)  # the PTX line
+    assert "Traceback" not in message
+    printed = capfd.readouterr()
+    assert "Traceback" not in printed.err and "Exception ignored" not in printed.err
 
 
 def test_buffers_that_do_not_match_the_signature_are_refused_by_the_cpu_target():

@@ -36,9 +36,8 @@ from smalti.dialect.ops_sync import (
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, smem_address, smem_ref
-from smalti.lowering.warpgroup import known_warpgroup, warpgroup_index
+from smalti.lowering.warpgroup import warpgroup_sync
 from smalti.ptx import Address, Guard, Immediate, Register, Symbol
-from smalti.tiling import WARPGROUP_SIZE
 
 BARRIER_BYTES = 8
 SINK = Symbol("_")
@@ -49,21 +48,6 @@ def leader(ctx: LoweringContext) -> Register:
     if "wg_leader" not in ctx.cache:
         ctx.cache["wg_leader"] = ctx.builder.compute("setp.eq.u32", "pred", ctx.thread_index(), 0)
     return ctx.cache["wg_leader"]
-
-
-def warpgroup_sync(ctx: LoweringContext) -> None:
-    """Named barrier 1 + warpgroup index over the warpgroup's 128 threads (id 1 when the
-    kernel has one warpgroup)."""
-    b = ctx.builder
-    if ctx.signature.warpgroups == 1:
-        b.emit("bar.sync", Immediate(1), Immediate(WARPGROUP_SIZE))
-        return
-    known = known_warpgroup(ctx)
-    if known is not None:  # a constant id: ptxas then reserves only the barriers used
-        b.emit("bar.sync", Immediate(1 + known), Immediate(WARPGROUP_SIZE))
-        return
-    ident = b.compute("add.u32", "u32", warpgroup_index(ctx), 1)
-    b.emit("bar.sync", ident, Immediate(WARPGROUP_SIZE))
 
 
 def barrier_address(ctx: LoweringContext, op: ir.OpView, bars: SmemRef,
@@ -92,6 +76,7 @@ def _initialize(ctx: LoweringContext, op: InitializeBarrierOp) -> None:
     b.emit("fence.mbarrier_init.release.cluster")
     b.place(skip)
     b.emit("bar.sync", Immediate(0))
+    ctx.smem_pending = ()  # the block met: every access before is ordered
 
 
 @lowering_rule(ArriveOp)
@@ -228,3 +213,4 @@ def _cluster_barrier(ctx: LoweringContext, op: ClusterBarrierOp) -> None:
     del op
     ctx.builder.emit("barrier.cluster.arrive.aligned")
     ctx.builder.emit("barrier.cluster.wait.aligned")
+    ctx.smem_pending = ()

@@ -26,6 +26,19 @@ TensorMapKey = tuple[int, tuple[int, ...], int | None]  # (argument, box, swizzl
 
 
 @dataclass(frozen=True)
+class SmemAccess:
+    """Generic (ld/st.shared) accesses of the warpgroup to bytes [start, stop) of shared
+    memory not yet ordered by a barrier. `owner` identifies accesses in which every thread
+    touches only elements it accessed itself (a ref and a layout without replication);
+    None when threads may touch each other's elements."""
+
+    start: int
+    stop: float  # math.inf: unknown extent
+    write: bool
+    owner: object | None = None
+
+
+@dataclass(frozen=True)
 class DebugBuffer:
     """The kernel's debug buffer: global address, this thread's instance, ops and records."""
 
@@ -54,6 +67,9 @@ class LoweringContext:
         # Whether the threads may have stored to shared memory since the last
         # fence.proxy.async (smalti.lowering.proxy); a region can only set it for what follows.
         self.unpublished_smem_writes = False
+        # The warpgroup's shared-memory accesses since its last barrier (smalti.lowering.
+        # smem_order); a region can only add to them for what follows.
+        self.smem_pending: tuple[SmemAccess, ...] = ()
         # Per kernel, kept across regions:
         self.tensor_maps: dict[TensorMapKey, Register] = {}  # generic address of each map
         self.tensor_map_records: tuple[TensorMapRecord, ...] = ()  # the maps it takes
@@ -115,14 +131,16 @@ class LoweringContext:
         `block_cache` values are not carried in, so loops do not keep them live."""
         saved, thread_index = dict(self.cache), self._thread_index
         saved_block, self.block_cache = self.block_cache, {}
-        unpublished = self.unpublished_smem_writes
+        unpublished, pending = self.unpublished_smem_writes, self.smem_pending
         with self.builder.scope():
             try:
                 yield
             finally:
                 self.cache, self._thread_index = saved, thread_index
                 self.block_cache = saved_block
-                self.unpublished_smem_writes |= unpublished  # the region may not have run
+                # the region may not have run: what was pending before still is
+                self.unpublished_smem_writes |= unpublished
+                self.smem_pending = tuple(dict.fromkeys((*pending, *self.smem_pending)))
 
     def first_copy(self, distribution: Distribution) -> Guard | None:
         """The guard of a store from a replicated layout: only the thread holding the first

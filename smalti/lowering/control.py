@@ -21,6 +21,7 @@ from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.proxy import writes_smem
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.scalar import constant_scalar
+from smalti.lowering.smem_order import loop_carried
 from smalti.lowering.values import (
     ELEMENT_TYPES,
     FragmentedArray,
@@ -155,6 +156,8 @@ def _for(ctx: LoweringContext, op: scf.ForOp) -> None:
             ctx.set(argument, home)
         if writes_smem(body):  # the previous iteration's stores precede this one's reads
             ctx.unpublished_smem_writes = True
+        ctx.smem_pending = tuple(dict.fromkeys((*ctx.smem_pending,
+                                                *loop_carried(ctx, body))))
         yielded = ctx.lower_block(body)
         assign(ctx, op, homes, list(yielded))
         b.emit("add.s64", counter, counter, step.operand)

@@ -14,8 +14,8 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.checks import is_smem_type
 from smalti.dialect.definition import Proxy, SmaltiOp
-from smalti.lowering.barriers import warpgroup_sync
 from smalti.lowering.context import LoweringContext
+from smalti.lowering.warpgroup import warpgroup_sync
 
 FENCE = "fence.proxy.async.shared::cta"
 

@@ -22,7 +22,6 @@ from jaxlib.mlir.dialects import vector as vector_ops
 from smalti.dialect.attributes import layout_to_text
 from smalti.dialect.bindings import combining_kind
 from smalti.dialect.diagnostics import error_at
-from smalti.lowering.barriers import warpgroup_sync
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.elementwise import unpack
 from smalti.lowering.registry import lowering_rule
@@ -33,7 +32,7 @@ from smalti.lowering.values import (
     elements_per_register,
     fragment_geometry,
 )
-from smalti.lowering.warpgroup import known_warpgroup, warpgroup_index
+from smalti.lowering.warpgroup import known_warpgroup, warpgroup_index, warpgroup_sync
 from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
 from smalti.ptx.module import Operand
 from smalti.tiling import WARP_SIZE, WARPGROUP_SIZE, Distribution, WGSplatLayout

@@ -19,15 +19,15 @@ from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
 from smalti.dialect.ops_memory import SliceSmemOp, WithTransformsOp
 from smalti.lowering.context import LoweringContext, layouts_of
-from smalti.lowering.packing import PartialRegisters, RegisterParts, access_type
 from smalti.lowering.registry import lowering_rule
+from smalti.lowering.smem_order import order_generic_access, owner
+from smalti.lowering.transfer import Loader, Storer
 from smalti.lowering.values import (
     ElementType,
     FragmentedArray,
     ScalarValue,
     elements_per_register,
     memory_element_type,
-    register_type,
 )
 from smalti.ptx import Address, Immediate, Register, Symbol, VectorOperand
 from smalti.tiling import (
@@ -351,21 +351,14 @@ def load_smem(ctx: LoweringContext, op: VectorLoadOp) -> None:
     shape = tuple(ir.VectorType(result.type).shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
     ref = smem_ref(ctx, op, op.source)
+    order_generic_access(ctx, ref.offset, ref.offset + ref.size_bytes, False,
+                         owner(ref, op.indices, layout, shape))
     dist = layout.distribution(shape)
     pack = elements_per_register(ref.element, dist.vector_length)
-    partial = PartialRegisters(ctx, ref.element, pack)
-    vectors: list[list[Register]] = [[] for _ in range(dist.num_registers)]
-    b = ctx.builder
+    loader = Loader(ctx, "shared", ref.element, pack, dist.num_registers)
     for register, _, count, address in _accesses(ctx, op, ref, op.indices, layout, shape):
-        unit, units = access_type(ref.element, pack, count)
-        if count < pack:  # part of one register: joined once it is whole
-            partial.add(vectors, register, b.compute(f"ld.shared.{unit}", unit, address), count)
-            continue
-        registers = [b.reg(register_type(ref.element, pack)) for _ in range(units)]
-        destination = VectorOperand(tuple(registers)) if units > 1 else registers[0]
-        b.emit(f"ld.shared{f'.v{units}' if units > 1 else ''}.{unit}", destination, address)
-        vectors[register].extend(registers)
-    ctx.set(result, FragmentedArray(layout, shape, ref.element, tuple(map(tuple, vectors)),
+        loader.load(register, count, address)
+    ctx.set(result, FragmentedArray(layout, shape, ref.element, loader.result(),
                                     dist.vector_length))
 
 
@@ -431,25 +424,17 @@ def store_smem(ctx: LoweringContext, op: VectorStoreOp) -> None:
         raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
                            f"{layout}")
     ref = smem_ref(ctx, op, op.destination)
+    order_generic_access(ctx, ref.offset, ref.offset + ref.size_bytes, True,
+                         owner(ref, op.indices, layout, array.shape))
     if _store_matrices(ctx, op, array, ref):
         ctx.unpublished_smem_writes = True
         return
-    b = ctx.builder
     guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
         layout.distribution(array.shape))
-    parts = RegisterParts(ctx, array)
+    storer = Storer(ctx, "shared", array, guard)
     for register, first, count, address in _accesses(ctx, op, ref, op.indices, layout,
                                                      array.shape):
-        unit, units = access_type(ref.element, array.pack, count)
-        if count < array.pack:  # part of one register
-            b.emit(f"st.shared.{unit}", address, parts.part(register, first, count),
-                   guard=guard)
-            continue
-        start = first // array.pack
-        sources = array.vectors[register][start:start + units]
-        source = VectorOperand(tuple(sources)) if units > 1 else sources[0]
-        b.emit(f"st.shared{f'.v{units}' if units > 1 else ''}.{unit}", address, source,
-               guard=guard)
+        storer.store(register, first, count, address)
     ctx.unpublished_smem_writes = True  # for wgmma / TMA stores: smalti.lowering.proxy
 
 

@@ -27,12 +27,14 @@ from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import TensorMapRecord
 from smalti.dialect.launch import is_kernel
 from smalti.dialect.ops_memory import AsyncLoadOp, AsyncStoreOp, AsyncStoreWaitOp
-from smalti.lowering.barriers import barrier_address, leader, warpgroup_sync
+from smalti.lowering.barriers import barrier_address, leader
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.proxy import publish_smem_writes
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, inferred_transforms, smem_address, smem_ref, static_offset
+from smalti.lowering.smem_order import order_async_write
 from smalti.lowering.values import ELEMENT_TYPES, ElementType
+from smalti.lowering.warpgroup import warpgroup_sync
 from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
 from smalti.ptx.module import TensorAddress
 from smalti.tiling import (
@@ -237,6 +239,7 @@ def _copies(ctx: LoweringContext, op: AsyncCopyOp, ref: SmemRef, part: Register 
 @lowering_rule(AsyncLoadOp)
 def _async_load(ctx: LoweringContext, op: AsyncLoadOp) -> None:
     ref = smem_ref(ctx, op, op.destination)
+    order_async_write(ctx, ref.offset, ref.offset + ref.size_bytes)
     bars = smem_ref(ctx, op, op.barriers)
     barrier = barrier_address(ctx, op, bars, op.barrier_index)
     tmap = _tensor_map(ctx, op)

@@ -15,7 +15,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.ops_warpgroup import WarpgroupRegionOp, entry_register_budget
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
-from smalti.ptx import Guard, Register
+from smalti.ptx import Guard, Immediate, Register
 from smalti.tiling import WARPGROUP_SIZE
 
 MIN_CTAS_DIRECTIVE = ".minnctapersm 1"
@@ -36,6 +36,22 @@ def warpgroup_index(ctx: LoweringContext) -> Register:
         ctx.cache["warpgroup_index"] = ctx.builder.compute(
             "shr.u32", "u32", ctx.builder.special("%tid.x"), WARPGROUP_SIZE.bit_length() - 1)
     return ctx.cache["warpgroup_index"]
+
+
+def warpgroup_sync(ctx: LoweringContext) -> None:
+    """Named barrier 1 + warpgroup index over the warpgroup's 128 threads (id 1 when the
+    kernel has one warpgroup)."""
+    b = ctx.builder
+    ctx.smem_pending = ()  # the barrier orders every access before it
+    if ctx.signature.warpgroups == 1:
+        b.emit("bar.sync", Immediate(1), Immediate(WARPGROUP_SIZE))
+        return
+    known = known_warpgroup(ctx)
+    if known is not None:  # a constant id: ptxas then reserves only the barriers used
+        b.emit("bar.sync", Immediate(1 + known), Immediate(WARPGROUP_SIZE))
+        return
+    ident = b.compute("add.u32", "u32", warpgroup_index(ctx), 1)
+    b.emit("bar.sync", ident, Immediate(WARPGROUP_SIZE))
 
 
 def kernel_directives(func: ir.Operation) -> tuple[str, ...]:
