@@ -79,12 +79,9 @@ def _imports() -> dict[str, tuple[set[str], list[tuple[int, str]]]]:
 
 def _type_checking_only(tree: ast.Module, node: ast.AST) -> bool:
     """Whether `node` sits under `if TYPE_CHECKING:` (no import at run time)."""
-    for branch in tree.body:
-        if (isinstance(branch, ast.If) and isinstance(branch.test, ast.Name)
-                and branch.test.id == "TYPE_CHECKING"):
-            if any(n is node for n in ast.walk(branch)):
-                return True
-    return False
+    return any(isinstance(branch, ast.If) and isinstance(branch.test, ast.Name)
+               and branch.test.id == "TYPE_CHECKING"
+               and any(n is node for n in ast.walk(branch)) for branch in tree.body)
 
 
 IMPORTS = _imports()
@@ -107,7 +104,7 @@ def _cycle() -> list[str] | None:
         stack.append(module)
         for target in sorted(graph[module]):
             if state.get(target) == 1:
-                return stack[stack.index(target):] + [target]
+                return [*stack[stack.index(target):], target]
             if target not in state and (found := visit(target)) is not None:
                 return found
         stack.pop()
