@@ -31,3 +31,29 @@ def test_no_dump_without_the_variable(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     compile_mlir(EXAMPLE.read_text(), str(EXAMPLE))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dsl_kernels_dump_per_signature_with_cubin_and_sass(tmp_path, monkeypatch):
+    """Two shapes of one DSL kernel: two sets of artefacts (kernel name and cache key),
+    neither overwriting the other, each with the cubin and SASS when ptxas is there."""
+    import jax
+    import jax.numpy as jnp
+
+    import smalti.dsl as sd
+    from smalti.runtime.cache import ptxas_available
+
+    monkeypatch.setenv("SMALTI_DUMP_TO", str(tmp_path / "dump"))
+    monkeypatch.setenv("SMALTI_CACHE_DIR", str(tmp_path / "cache"))
+
+    @sd.kernel(out_shape=lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype))
+    def double(x_ref, out_ref):
+        out_ref[...] = x_ref[...] * 2.0
+
+    keys = [double.compile(jax.ShapeDtypeStruct(shape, jnp.float32))[1].key
+            for shape in ((128,), (256,))]
+    files = {p.name for p in (tmp_path / "dump").iterdir()}
+    for key in keys:
+        stem = f"double.{key[:12]}"
+        assert f"{stem}.ptx" in files and f"{stem}.00.smalti-verify.mlir" in files
+        if ptxas_available():
+            assert {f"{stem}.cubin", f"{stem}.sass", f"{stem}.ptxas.log"} <= files

@@ -15,20 +15,24 @@ import logging
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from jaxlib.mlir import ir
 
 from smalti import __version__
+from smalti.dialect.bindings import file_line_col
 from smalti.dialect.kernel import KernelSignature
-from smalti.dialect.launch import kernel_functions
-from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
+from smalti.dialect.launch import kernel_functions, kernel_name
+from smalti.ptx.ptxas_log import PtxasReport
+from smalti.ptx.toolchain import ToolchainError, find_tool
 from smalti.runtime.compiler import DEFAULT_ARCH, compile_module
+from smalti.runtime.dump import dumping_enabled
+from smalti.runtime.quality import warn_about_quality
 from smalti.runtime.signatures import signature_from_data, signature_to_data
 
 CACHE_VARIABLE = "SMALTI_CACHE_DIR"
-FORMAT = 1
+FORMAT = 2  # 2: with the ptxas report
 _SMALTI_ROOT = Path(__file__).resolve().parents[1]
 _COMPILER_PACKAGES = ("dialect", "tiling", "layout_inference", "lowering", "passes", "ptx")
 _log = logging.getLogger(__name__)
@@ -36,13 +40,15 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CompiledKernel:
-    """One kernel ready to launch: its PTX, its cubin (None without ptxas), its signature."""
+    """One kernel ready to launch: its PTX, its cubin (None without ptxas), its signature,
+    and what ptxas reported of it (registers, spills, shared memory, warnings)."""
 
     key: str
     ptx: str
     signature: KernelSignature
     cubin: bytes | None
     arch: str = DEFAULT_ARCH
+    report: PtxasReport | None = None
 
     @property
     def name(self) -> str:
@@ -89,6 +95,10 @@ def module_text(module: ir.Operation) -> str:
     return module.get_asm(enable_debug_info=True)
 
 
+class StaleEntry(ValueError):
+    """A cache entry another version of smalti wrote (its format differs)."""
+
+
 class KernelCache:
     """The memory and disk levels of the cache; `directory=None` keeps memory only."""
 
@@ -114,6 +124,9 @@ class KernelCache:
             return None
         try:
             compiled = decode_entry(raw, key)
+        except StaleEntry:  # written by another version of smalti: rebuilt quietly
+            path.unlink(missing_ok=True)
+            return None
         except (ValueError, KeyError, TypeError) as error:
             _log.warning("smalti: rebuilding corrupted cache entry %s (%s)", path, error)
             path.unlink(missing_ok=True)
@@ -152,6 +165,7 @@ def encode_entry(compiled: CompiledKernel) -> bytes:
         "ptx": compiled.ptx,
         "cubin": None if compiled.cubin is None else base64.b64encode(compiled.cubin).decode(),
         "signature": signature_to_data(compiled.signature),
+        "report": None if compiled.report is None else asdict(compiled.report),
     }
     body = json.dumps(payload, sort_keys=True)
     checksum = hashlib.sha256(body.encode()).hexdigest()
@@ -164,17 +178,21 @@ def decode_entry(raw: bytes, key: str) -> CompiledKernel:
         entry = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"not JSON: {error}") from None
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+    if not isinstance(entry, dict) or "format" not in entry:
         raise ValueError("unknown entry format")
+    if entry["format"] != FORMAT:
+        raise StaleEntry(f"format {entry['format']}, not {FORMAT}")
     body = entry["payload"]
     if hashlib.sha256(body.encode()).hexdigest() != entry["checksum"]:
         raise ValueError("checksum mismatch")
     payload = json.loads(body)
     if payload["key"] != key:
         raise ValueError(f"entry holds key {payload['key']}")
-    cubin = payload["cubin"]
+    cubin, report = payload["cubin"], payload["report"]
     return CompiledKernel(key, payload["ptx"], signature_from_data(payload["signature"]),
-                          None if cubin is None else base64.b64decode(cubin), payload["arch"])
+                          None if cubin is None else base64.b64decode(cubin), payload["arch"],
+                          None if report is None else PtxasReport(
+                              **{**report, "warnings": tuple(report["warnings"])}))
 
 
 _CACHES: dict[Path | None, KernelCache] = {}
@@ -199,19 +217,26 @@ def ptxas_available() -> bool:
 def compile_kernel(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
                    cache: KernelCache | None = None) -> CompiledKernel:
     """The compiled form of a one-kernel module, from the cache or compiled (and stored).
-    Compiling runs the pipeline on `module` in place; errors are located DiagnosticErrors."""
+    Compiling runs the pipeline on `module` in place; errors are located DiagnosticErrors.
+    A kernel ptxas reports spilling or serialising is a KernelQualityWarning at its line.
+    With SMALTI_DUMP_TO set it is always compiled, its dump named by kernel and key."""
     cache = default_cache() if cache is None else cache
-    key = cache_key(module_text(module), arch)
-    hit = cache.get(key)
-    if hit is not None:
-        return hit
-    if len(kernel_functions(module)) != 1:
+    functions = kernel_functions(module)
+    if len(functions) != 1:
         raise ValueError("compile_kernel takes a module with exactly one kernel")
-    compiled_module = compile_module(module, arch=arch)
-    signature = compiled_module.signature()
-    cubin = None
-    if ptxas_available():
-        cubin = compile_ptx(compiled_module.ptx, arch=arch, kernel_hint=signature.name).cubin
-    compiled = CompiledKernel(key, compiled_module.ptx, signature, cubin, arch)
-    cache.put(compiled)
+    name, where = kernel_name(functions[0]), file_line_col(functions[0].location)
+    key = cache_key(module_text(module), arch)
+    dumping = dumping_enabled()
+    compiled = None if dumping else cache.get(key)
+    if compiled is None:
+        compiled_module = compile_module(module, arch=arch,
+                                         dump_name=f"{name}.{key[:12]}" if dumping else None)
+        cubin = report = None
+        if ptxas_available():
+            result = compiled_module.assemble()
+            cubin, report = result.cubin, result.reports.get(name)
+        compiled = CompiledKernel(key, compiled_module.ptx, compiled_module.signature(),
+                                  cubin, arch, report)
+        cache.put(compiled)
+    warn_about_quality(compiled.report, name, where)
     return compiled

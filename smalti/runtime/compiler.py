@@ -39,7 +39,8 @@ class CompiledModule:
 
     def assemble(self) -> CompileResult:
         """The cubin ptxas makes (PtxasError names the failing PTX line)."""
-        result = compile_ptx(self.ptx, arch=self.arch)
+        hint = next(iter(self.kernels)) if len(self.kernels) == 1 else None
+        result = compile_ptx(self.ptx, arch=self.arch, kernel_hint=hint)
         if self.dumper is not None:
             self.dumper.write("ptxas.log", result.log)
             self.dumper.write("cubin", result.cubin)
@@ -48,13 +49,14 @@ class CompiledModule:
 
 
 def compile_module(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
-                   pipeline: str = DEFAULT_PIPELINE, kernel: str | None = None
-                   ) -> CompiledModule:
+                   pipeline: str = DEFAULT_PIPELINE, kernel: str | None = None,
+                   dump_name: str | None = None) -> CompiledModule:
     """Run `pipeline` on `module` (in place) and lower it; DiagnosticError on bad input.
-    `kernel` keeps only that kernel's PTX (KeyError if there is none)."""
+    `kernel` keeps only that kernel's PTX (KeyError if there is none). With SMALTI_DUMP_TO,
+    the artefacts are named `dump_name` (default: the kernel's name)."""
     functions = kernel_functions(module)
     dumper = Dumper.from_environment(
-        kernel or (kernel_name(functions[0]) if functions else "module"))
+        dump_name or kernel or (kernel_name(functions[0]) if functions else "module"))
     with module.context:
         run_pipeline(module, pipeline, after_pass=dumper.after_pass if dumper else None)
         lowered = lower_module(module)

@@ -1,4 +1,5 @@
-"""SMALTI_DUMP_TO=DIR: the IR after every pass, the PTX, the ptxas log and the SASS."""
+"""SMALTI_DUMP_TO=DIR: the IR after every pass, the PTX, the ptxas log, the cubin and the
+SASS, per kernel (and, for kernels compiled through the cache, per kernel and signature)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from pathlib import Path
 from jaxlib.mlir import ir
 
 DUMP_VARIABLE = "SMALTI_DUMP_TO"
+
+
+def dumping_enabled() -> bool:
+    return bool(os.environ.get(DUMP_VARIABLE))
 
 
 @dataclass(frozen=True)
