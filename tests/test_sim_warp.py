@@ -78,9 +78,54 @@ def test_shfl_in_divergent_code_with_matching_membermask():
     np.testing.assert_array_equal(out[:, 0], np.where(lanes < 16, (lanes ^ 1) + 100, 0))
 
 
-def test_shfl_with_members_that_did_not_arrive_is_an_error():
-    with pytest.raises(SimError, match="not converged"):
-        run_body(DIVERGED.replace("MASK", "0xFFFFFFFF"), np.zeros((32, 1)), 1)
+def test_shfl_waits_for_members_and_proceeds_once_the_others_exited():
+    # Lanes 16-31 skip the shuffle and exit; lanes 0-15 wait for them at it (PTX ISA: until
+    # all non-exited members executed it), then go on.
+    x = np.arange(32)[:, None] + 100
+    out = run_body(DIVERGED.replace("MASK", "0xFFFFFFFF"), x, 1)
+    lanes = np.arange(32)
+    np.testing.assert_array_equal(out[:16, 0], (lanes[:16] ^ 1) + 100)
+
+
+SPLIT = """  and.b32 %r5, %r0, 31;
+  setp.lt.u32 %p2, %r5, 16;
+  @!%p2 bra OTHER;
+  shfl.sync.bfly.b32 %r20, %r10, 1, 0x1F, -1;
+  bra.uni DONE;
+OTHER:
+  shfl.sync.bfly.b32 %r20, %r10, 2, 0x1F, -1;
+DONE:
+"""
+
+
+def test_members_waiting_at_different_shuffles_are_a_deadlock():
+    with pytest.raises(SimError, match=r"never reached this instruction.*does not reconverge"):
+        run_body(SPLIT, np.zeros((32, 1)), 1)
+
+
+def test_lanes_that_arrive_first_wait_for_the_rest_of_the_warp():
+    # Lanes 16-31 reach the shuffle first (the lowest pc); lanes 0-15 do more work ahead of
+    # it and come back with a backward branch: the early lanes wait, then all shuffle.
+    source = """  and.b32 %r5, %r0, 31;
+  mov.u32 %r6, 0;
+  setp.lt.u32 %p2, %r5, 16;
+  @%p2 bra AHEAD;
+MEET:
+  shfl.sync.bfly.b32 %r20, %r10, 16, 0x1F, -1;
+  bra.uni DONE;
+AHEAD:
+  add.u32 %r6, %r6, 1;
+  setp.lt.u32 %p3, %r6, 5;
+  @%p3 bra AHEAD;
+  bra.uni MEET;
+DONE:
+  add.u32 %r21, %r6, 0;
+"""
+    x = np.arange(32)[:, None] + 100
+    out = run_body(source, x, 2)
+    lanes = np.arange(32)
+    np.testing.assert_array_equal(out[:, 0], (lanes ^ 16) + 100)
+    np.testing.assert_array_equal(out[:, 1], np.where(lanes < 16, 5, 0))
 
 
 def test_shfl_outside_own_membermask_is_an_error():

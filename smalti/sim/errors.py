@@ -67,6 +67,18 @@ class Fault(Exception):
         self.thread = thread
 
 
+class NotConverged(Exception):
+    """Raised by a warp-synchronous instruction (before any effect) when some non-exited
+    members of its lanes' warps have not reached it yet. `waiting` (a bool mask over the
+    launch) holds the active lanes that must wait at the instruction for them; `fault` is the
+    error to report if they never come (the scheduler's hold, sim/scheduler.py)."""
+
+    def __init__(self, waiting, fault: Fault) -> None:
+        super().__init__(fault.message)
+        self.waiting = waiting
+        self.fault = fault
+
+
 class Unsupported(Exception):
     """Raised while decoding an instruction the simulator does not implement."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from smalti.sim.errors import Fault, SimError
+from smalti.sim.errors import Fault, NotConverged, SimError
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.program import Decoded, Program
@@ -50,6 +50,45 @@ class _Threads:
         self.engine = machine.async_engine
         self.seen_version = -1
         self.on_sync = None if self.engine is None else self.engine.shared.sync
+        # Warp-synchronous waits: lanes held at a .sync instruction until the rest of their
+        # warp's members arrive there (NOWHERE: not held); the fault to report per pc if they
+        # never do; and the state at the last retry (to tell progress from a deadlock).
+        self.held = np.full(n, NOWHERE, np.int64)
+        self.any_held = False
+        self.hold_faults: dict[int, Fault] = {}
+        self.retried: tuple | None = None
+
+    def hold(self, mask: np.ndarray, pc: int, fault: Fault) -> None:
+        self.held[mask] = pc
+        self.any_held = True
+        self.hold_faults[pc] = fault
+
+    def held_from(self, pc: int) -> int:
+        """The lowest pc >= `pc` where lanes are held (NOWHERE if none)."""
+        if not self.any_held:
+            return NOWHERE
+        later = self.held[self.held >= pc]
+        return int(later.min()) if later.size else NOWHERE
+
+    def unhold(self, pc: int) -> np.ndarray:
+        mask = self.held == pc
+        self.held[mask] = NOWHERE
+        self.any_held = bool((self.held != NOWHERE).any())
+        return mask
+
+    def retry_held(self) -> bool:
+        """Nothing else can run: let held lanes try their instruction again (members they
+        waited for may have exited), unless nothing changed since the last retry."""
+        state = (self.held.tobytes(), self.live_count,
+                 None if self.engine is None else self.engine.version)
+        if not self.any_held or state == self.retried:
+            return False
+        self.retried = state
+        held = self.held != NOWHERE
+        self.parked[held] = self.held[held]
+        self.held[held] = NOWHERE
+        self.any_held = False
+        return True
 
     def next_pc(self) -> int:
         return int(self.parked.min()) if self.parked.size else NOWHERE
@@ -154,11 +193,15 @@ def execute(program: Program, machine: Machine) -> None:
     while True:
         if group is None:
             pc = threads.next_pc()
-            if pc == NOWHERE and threads.sleeping.any():
-                if _wake(threads):
-                    continue
-                raise _wait_deadlock(program, machine, threads)
+            if pc == NOWHERE and threads.sleeping.any() and _wake(threads):
+                continue
+            if pc == NOWHERE and threads.retry_held():
+                continue
             if pc == NOWHERE:
+                if threads.any_held:
+                    raise _hold_deadlock(program, machine, threads)
+                if threads.sleeping.any():
+                    raise _wait_deadlock(program, machine, threads)
                 if threads.any_waiting:
                     raise _deadlock(program, machine, threads)
                 return
@@ -173,20 +216,32 @@ def execute(program: Program, machine: Machine) -> None:
             threads.park(group, pc)
             group = None
             continue
+        next_held = threads.held_from(pc)
+        if next_held == pc:  # lanes wait here for their warp: they go on with this group
+            group = group | threads.unhold(pc)
+            lanes = Lanes(group)
+            next_held = threads.held_from(pc + 1)
         if pc >= end:  # falling off the end of the kernel returns
             threads.retire(group)
             group = None
             continue
         count = plain_lengths[pc]
         if count:  # straight-line steps up to the next parked thread's pc, with no dispatch
-            stop = pc + min(count, next_other - pc)
+            stop = pc + min(count, next_other - pc, next_held - pc)
             if lanes.count:
                 for at in range(pc, stop):
                     try:
                         plain[at](machine, lanes)
                     except Fault as fault:
                         raise _fail(program, steps[at], machine, fault) from None
+                    except NotConverged as wait:
+                        group = _hold(threads, machine, steps[at], lanes, group, at, wait,
+                                      program)
+                        stop = at + 1
+                        break
             pc = stop
+            if group is not None:
+                lanes = Lanes(group, everyone=None if group.all() else False)
             continue
         decoded = steps[pc]
         try:
@@ -194,7 +249,13 @@ def execute(program: Program, machine: Machine) -> None:
             match decoded.step:
                 case Compute(run=run):
                     if active.count:
-                        run(machine, active)
+                        try:
+                            run(machine, active)
+                        except NotConverged as wait:
+                            group = _hold(threads, machine, decoded, active, group, pc, wait,
+                                          program)
+                            if group is not None:
+                                lanes = Lanes(group, everyone=False)
                     pc += 1
                 case Branch(target=target):
                     taken = active.count
@@ -256,6 +317,30 @@ def execute(program: Program, machine: Machine) -> None:
                         group = None
         except Fault as fault:
             raise _fail(program, decoded, machine, fault) from None
+
+
+def _hold(threads: _Threads, machine: Machine, decoded: Decoded, active: Lanes,
+          group: np.ndarray, pc: int, wait: NotConverged, program: Program
+          ) -> np.ndarray | None:
+    """A warp-synchronous step at `pc` found members missing: hold the lanes that must wait
+    for them, run the step for the other active lanes, and return the group that goes on
+    (None when every lane waits)."""
+    waiting = wait.waiting & active.mask
+    threads.hold(waiting, pc, wait.fault)
+    rest = active.mask & ~waiting
+    if rest.any():
+        try:
+            decoded.step.run(machine, Lanes(rest, everyone=False))
+        except Fault as fault:
+            raise _fail(program, decoded, machine, fault) from None
+    group = group & ~waiting
+    return group if group.any() else None
+
+
+def _hold_deadlock(program: Program, machine: Machine, threads: _Threads) -> SimError:
+    """Lanes wait at a warp-synchronous instruction for members that never arrive."""
+    pc = int(threads.held[threads.held != NOWHERE].min())
+    return _fail(program, program.steps[pc], machine, threads.hold_faults[pc])
 
 
 def _barrier_operands(barrier: Barrier, machine: Machine, active: Lanes) -> tuple[

@@ -1,11 +1,12 @@
 """Warp-level ops: shfl.sync, vote.sync, redux.sync, match.sync, activemask, bar.warp.sync.
 
-All of them exchange data among the threads of a warp, so each checks first that every
-non-exited thread named in its membermask is executing the same instruction with it (PTX ISA,
-"Parallel Synchronization and Communication Instructions: bar.warp.sync" and the `.sync`
-ops: the executing thread waits for all non-exited threads of membermask). The min-PC
-scheduler runs exactly the threads at one PC together, so a member that is not among the
-active lanes has diverged: that is reported instead of silently reading stale registers.
+All of them exchange data among the threads of a warp. PTX ISA, "Parallel Synchronization and
+Communication Instructions: bar.warp.sync" and the `.sync` ops (sm_70 and later): the
+executing thread waits until all non-exited threads of membermask have executed the same
+instruction. The min-PC scheduler runs exactly the threads at one PC together; when a member
+is not among the active lanes (it diverged, or sleeps at an mbarrier wait), the lanes that
+arrived wait at the instruction (`NotConverged`, held by the scheduler) and execute with the
+others when they arrive; a member that never arrives is reported as a deadlock naming it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from smalti.ptx.module import Instruction, PredicatePair
-from smalti.sim.errors import Fault, Unsupported
+from smalti.sim.errors import Fault, NotConverged, Unsupported
 from smalti.sim.geometry import WARP_SIZE
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
@@ -69,7 +70,8 @@ def warp_view(m: Machine, lanes: Lanes) -> WarpView:
 
 
 def require_converged(view: WarpView, members: np.ndarray, what: str) -> None:
-    """Fault unless each active thread is in its membermask and every live member is active."""
+    """Fault unless each active thread is in its membermask; raise NotConverged (the lanes
+    wait here) while a live member has not reached the instruction yet."""
     members = np.broadcast_to(np.asarray(members).astype(np.uint64), view.ids.shape)
     own = np.uint64(1) << view.lane.astype(np.uint64)
     outside = (members & own) == 0
@@ -82,9 +84,13 @@ def require_converged(view: WarpView, members: np.ndarray, what: str) -> None:
     if bad.any():
         k = int(np.argmax(bad))
         other = int(missing[k]) & -int(missing[k])
-        raise Fault(f"{what}: lane {other.bit_length() - 1} of membermask "
-                    f"{int(members[k]):#010x} has not reached this instruction with lane "
-                    f"{int(view.lane[k])} (the warp is not converged)", int(view.ids[k]))
+        fault = Fault(f"{what}: lane {other.bit_length() - 1} of membermask "
+                      f"{int(members[k]):#010x} never reached this instruction, where lane "
+                      f"{int(view.lane[k])} waits for it (the warp does not reconverge)",
+                      int(view.ids[k]))
+        waiting = np.zeros(view.position.size, np.bool_)
+        waiting[view.ids[bad]] = True
+        raise NotConverged(waiting, fault)
 
 
 def require_whole_warp(view: WarpView, what: str) -> None:
