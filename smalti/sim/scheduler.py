@@ -7,6 +7,26 @@ running group keeps going while its PC stays below every parked thread's and abs
 threads when it reaches their PC. `bar.sync` parks arriving threads until every live thread of
 their block has arrived; a named barrier with a thread count (`bar.sync 1, 256`, `bar.arrive`)
 completes once that many threads of the block arrived at it.
+
+Independent thread scheduling (PTX ISA, "Independent Thread Scheduling" in the machine model,
+and the `.sync` / `.aligned` instruction rules, sm_70 and later): the threads of a warp may
+diverge and run their paths in any interleaving; nothing promises they reconverge except a
+warp-synchronous instruction, which waits until every non-exited thread of its membermask
+executed it (`bar.warp.sync`, `shfl.sync`, `vote.sync`, `elect.sync`, ...), and `.aligned`
+instructions require the whole warp to execute them together. Against those rules, the
+simulator guarantees:
+- Every schedule it runs is one the ISA allows: min-PC order is one interleaving, and a
+  thread blocked at an mbarrier wait sleeps while the others go on (forward progress, as a
+  spinning `try_wait` loop gives on hardware).
+- Warp-synchronous instructions are rendezvous, not convergence checks: lanes that arrive
+  while members of their warp are elsewhere (diverged, or asleep at an mbarrier) are held at
+  the instruction, and run it with those members when they arrive; members that exit release
+  them. CUTLASS's producer warp relies on this: its elected leader waits on an mbarrier while
+  the other lanes loop back to `elect.sync` and wait there.
+- A rendezvous that cannot complete (members waiting at a different instruction, or gone to
+  a barrier that needs the waiting lanes) is reported as an error naming a missing lane, not
+  run on partial data. Whether code between two warp-synchronous instructions runs converged
+  is not observable to a correct program, and the simulator does not promise it.
 """
 
 from __future__ import annotations
