@@ -188,3 +188,32 @@ def test_tma_cache_hints_are_accepted():
     out = np.zeros(a.nbytes, np.uint8)
     run_ptx(ptx, "tma_load", 1, 128, [TensorMap(a, box=(16, 32)), out])
     np.testing.assert_array_equal(out.view(np.float32).reshape(16, 32), a)
+
+
+ODD_SHARED = HEADER + """
+.visible .entry k(.param .u64 out)
+{
+	.reg .b32 	%r<6>;
+	.reg .b64 	%rd<6>;
+	.shared .align 4 .b32 w[1];
+	.shared .align 1 .b8 c[1];
+	mov.u32 	%r1, %ctaid.x;
+	st.shared.u32 	[w], %r1;
+	st.shared.u8 	[c], %r1;
+	ld.shared.u32 	%r2, [w];
+	ld.param.u64 	%rd1, [out];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mul.wide.u32 	%rd3, %r1, 4;
+	add.s64 	%rd4, %rd2, %rd3;
+	st.global.u32 	[%rd4], %r2;
+	ret;
+}
+"""
+
+
+def test_blocks_with_an_odd_amount_of_shared_memory_keep_their_words_apart():
+    # 5 bytes of shared memory per block: each block's words stay aligned (a regression: an
+    # unaligned block base made word accesses of block 1 land in block 0's bytes).
+    out = np.zeros(4, np.uint32)
+    run_ptx(ODD_SHARED, "k", 4, 1, [out])
+    np.testing.assert_array_equal(out, np.arange(4))

@@ -33,6 +33,7 @@ from smalti.sim.tensormap_encode import TensorMapEncodeTiled
 Arg = np.ndarray | int | float | np.generic | TensorMap | TensorMapEncodeTiled | ParamStruct
 Dim = tuple[int, int, int] | int
 MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one sm_90 block can use
+SHARED_GRANULE = 16  # each block's shared memory is a whole number of these (see _shared_size)
 POINTER_TYPES = ("u64", "b64", "s64")
 
 
@@ -184,7 +185,9 @@ def _shared_size(program: Program, shared_bytes: int) -> int:
     if shared_bytes < 0 or size > MAX_SHARED_BYTES:
         raise SimError(f"the kernel needs {size} bytes of shared memory per block; sm_90 "
                        f"allows {MAX_SHARED_BYTES}", kernel=program.kernel.name)
-    return size
+    # Blocks' memories lie end to end in one array, accessed in units of up to 16 bytes: a
+    # size that is a multiple of 16 keeps every block's aligned accesses aligned in it.
+    return -(-size // SHARED_GRANULE) * SHARED_GRANULE
 
 
 def _marshal(program: Program, memory: GlobalMemory, args: Sequence[Arg],

@@ -410,8 +410,11 @@ class LocalMemory:
 
     def __init__(self, threads: int, size: int) -> None:
         self.size = size
-        self.data = np.zeros(threads * size, np.uint8)
-        self.written = np.zeros(threads * size, np.bool_)
+        # Threads' windows lie end to end, accessed in units of up to 16 bytes: a stride that
+        # is a multiple of 16 keeps each thread's aligned accesses aligned in the array.
+        self.stride = _align(size, 16)
+        self.data = np.zeros(threads * self.stride, np.uint8)
+        self.written = np.zeros(threads * self.stride, np.bool_)
 
     def _flat(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str) -> np.ndarray:
         bad = addresses + np.uint64(nbytes) > np.uint64(self.size)
@@ -420,7 +423,7 @@ class LocalMemory:
                         f"{int(addresses[np.argmax(bad)]):#x} (each thread has {self.size} "
                         "bytes)", lanes.first(bad))
         ids = np.flatnonzero(lanes.mask) if lanes.index is None else lanes.index
-        return ids.astype(np.uint64) * np.uint64(self.size) + addresses
+        return ids.astype(np.uint64) * np.uint64(self.stride) + addresses
 
     def load(self, addresses: np.ndarray, elem: int, count: int, lanes: Lanes) -> np.ndarray:
         """(n, count) raw elements loaded at each thread's local `addresses`."""
