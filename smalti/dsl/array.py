@@ -27,6 +27,11 @@ BITWISE: dict[str, type[ir.OpView]] = {"and": arith.AndIOp, "or": arith.OrIOp,
 INT_BINARY: dict[str, type[ir.OpView]] = {
     "add": arith.AddIOp, "sub": arith.SubIOp, "mul": arith.MulIOp, "max": arith.MaxSIOp,
     "min": arith.MinSIOp, **BITWISE}
+# Integer-only operators with numpy's meaning: `//` rounds toward -inf, `<<`/`>>` by the bit
+# width or more give 0 (or -1 for `>>` of a negative number), as PTX's clamped shifts do;
+# `%` is a - (a // b) * b (the divisor's sign), made of these ops.
+INT_ONLY: dict[str, type[ir.OpView]] = {
+    "//": arith.FloorDivSIOp, "<<": arith.ShLIOp, ">>": arith.ShRSIOp}
 # arith.cmpf predicates: ordered comparisons (false on NaN), except "!=", which is unordered
 # (true on NaN), as in numpy. arith.cmpi predicates: signed.
 FLOAT_PREDICATES = {"==": 1, ">": 2, ">=": 3, "<": 4, "<=": 5, "!=": 13}
@@ -193,6 +198,42 @@ class Array:
             raise user_error(TypeError, f"'{operation}' is not supported for {self.dtype.name}")
         a, b = self._pair(other, operation, reverse)
         return Array(emit_value(table[operation], [a.value, b.value], a.value.type))
+
+    def _integer(self, other: object, operation: str, reverse: bool = False) -> Array:
+        """`//`, `%`, `<<`, `>>` of integer arrays, as numpy computes them (INT_ONLY). Division
+        by zero is undefined (numpy gives 0)."""
+        if is_float(self.dtype) or self.dtype == np.bool_:
+            raise user_error(TypeError, f"'{operation}' is supported for integer arrays only, "
+                                        f"not {self.dtype.name}")
+        a, b = self._pair(other, operation, reverse)
+        if operation == "%":
+            quotient = Array(emit_value(arith.FloorDivSIOp, [a.value, b.value], a.value.type))
+            return a - quotient * b
+        return Array(emit_value(INT_ONLY[operation], [a.value, b.value], a.value.type))
+
+    def __floordiv__(self, other: object) -> Array:
+        return self._integer(other, "//")
+
+    def __rfloordiv__(self, other: object) -> Array:
+        return self._integer(other, "//", reverse=True)
+
+    def __mod__(self, other: object) -> Array:
+        return self._integer(other, "%")
+
+    def __rmod__(self, other: object) -> Array:
+        return self._integer(other, "%", reverse=True)
+
+    def __lshift__(self, other: object) -> Array:
+        return self._integer(other, "<<")
+
+    def __rlshift__(self, other: object) -> Array:
+        return self._integer(other, "<<", reverse=True)
+
+    def __rshift__(self, other: object) -> Array:
+        return self._integer(other, ">>")
+
+    def __rrshift__(self, other: object) -> Array:
+        return self._integer(other, ">>", reverse=True)
 
     # Comparisons: bool arrays (vectors of i1), e.g. the condition of smalti.dsl.where -----
     def _compare(self, other: object, operation: str) -> Array:

@@ -22,16 +22,17 @@ def cluster_id(axis: int) -> Index:
     """The index of the block's cluster among the grid's clusters along `axis`
     (gpu.cluster_id: %clusterid)."""
     axis = check_axis(axis, "cluster_id")
-    active()
-    return launch_id(gpu.ClusterIdOp, axis)
+    info = active()
+    return launch_id(gpu.ClusterIdOp, axis, info.grid[axis] // info.cluster[axis],
+                     f"cluster_id({axis})")
 
 
 def block_id_in_cluster(axis: int) -> Index:
     """The block's index within its cluster along `axis` (gpu.cluster_block_id:
     %cluster_ctaid); program_id(axis) = cluster_id(axis) * cluster_shape()[axis] + this."""
     axis = check_axis(axis, "block_id_in_cluster")
-    active()
-    return launch_id(gpu.ClusterBlockIdOp, axis)
+    return launch_id(gpu.ClusterBlockIdOp, axis, active().cluster[axis],
+                     f"block_id_in_cluster({axis})")
 
 
 def cluster_rank() -> Index:

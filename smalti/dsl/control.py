@@ -11,7 +11,7 @@ from jaxlib.mlir.dialects import scf
 
 from smalti.dsl.array import Array
 from smalti.dsl.index import Index, Predicate, as_index
-from smalti.dsl.locations import user_error
+from smalti.dsl.locations import user_error, user_position
 from smalti.dsl.trace import emit
 
 Carry = Array | tuple[Array, ...] | list[Array] | None
@@ -28,17 +28,37 @@ def fori(lower: int | Index, upper: int | Index, body: Callable[[Index, Carry], 
     if not callable(body):
         raise user_error(TypeError, f"fori's body must be callable, got {type(body).__name__}")
     carried = _flatten(init, "fori's init")
+    lower, upper = as_index(lower, "a loop bound"), as_index(upper, "a loop bound")
+    counter_range = _counter_range(lower, upper, step)
     bounds = [as_index(v, "a loop bound").materialize() for v in (lower, upper, step)]
     values = [a.value for a in carried]
     loop = emit(scf.ForOp, [*bounds, *values], [v.type for v in values], regions=1)
     block = loop.regions[0].blocks.append(ir.IndexType.get(), *[v.type for v in values])
     with ir.InsertionPoint(block):
         arguments = [Array(a) for a in list(block.arguments)[1:]]
-        result = body(Index.of(block.arguments[0]), _unflatten(init, arguments))
+        counter = (Index.of(block.arguments[0]) if counter_range is None else
+                   Index.of(block.arguments[0], *counter_range,
+                            f"the counter of the fori at line {user_position().line}"))
+        result = body(counter, _unflatten(init, arguments))
         yielded = _flatten(result, "fori's body result")
         _check_carry(carried, yielded, body)
         emit(scf.YieldOp, [y.value for y in yielded])
     return _unflatten(init, [Array(r) for r in loop.results])
+
+
+def _counter_range(lower: Index, upper: Index, step: int) -> tuple[int, int] | None:
+    """The least and greatest values the counter of `fori(lower, upper, step=step)` takes,
+    when the bounds' ranges are known and the loop can run: the greatest is the last
+    `lower + k * step` below `upper`'s greatest over `lower`'s values (exact, so that
+    windows are never refused for counter values the loop does not reach)."""
+    low, high = lower.bounds(), upper.bounds()
+    if low is None or high is None or high[1] - 1 < low[0]:
+        return None
+    last = high[1] - 1
+    starts = range(low[0], min(low[1], last) + 1)
+    if len(starts) < step:  # some start may not reach `last` exactly: take the largest
+        last = max(start + (last - start) // step * step for start in starts)
+    return low[0], last
 
 
 def when(condition: Predicate | bool) -> Callable[[Callable[[], None]], None]:

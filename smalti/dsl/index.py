@@ -9,7 +9,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith
 
 from smalti.dsl.locations import user_error
-from smalti.dsl.trace import emit_value
+from smalti.dsl.trace import active, emit_value
 
 
 @dataclass(frozen=True, eq=False)
@@ -20,8 +20,34 @@ class Index:
     constant: int = 0
 
     @staticmethod
-    def of(value: ir.Value) -> Index:
+    def of(value: ir.Value, least: int | None = None, greatest: int | None = None,
+           what: str = "") -> Index:
+        """The index value `value`; with `least`/`greatest`, the values it can take
+        (`what` says what it is, for messages), noted for the kernel being traced."""
+        if least is not None and greatest is not None:
+            active().ranges[value] = (least, greatest, what)
         return Index(((value, 1),))
+
+    def bounds(self) -> tuple[int, int] | None:
+        """The least and greatest values the index can take, when every atom's are known."""
+        ranges = active().ranges
+        least = greatest = self.constant
+        for value, coefficient in self.terms:
+            if value not in ranges:
+                return None
+            low, high, _ = ranges[value]
+            ends = (coefficient * low, coefficient * high)
+            least, greatest = least + min(ends), greatest + max(ends)
+        return least, greatest
+
+    def extreme(self, largest: bool) -> str:
+        """The atom values at which the index is largest (or least), for messages."""
+        ranges = active().ranges
+        parts = []
+        for value, coefficient in self.terms:
+            low, high, what = ranges[value]
+            parts.append(f"{what} = {high if (coefficient > 0) == largest else low}")
+        return ", ".join(parts)
 
     @property
     def static(self) -> int | None:
@@ -64,7 +90,11 @@ class Index:
             return other * self.static
         product = emit_value(arith.MulIOp, [self.materialize(), other.materialize()],
                              ir.IndexType.get())
-        return Index.of(product)
+        mine, theirs = self.bounds(), other.bounds()
+        if mine is None or theirs is None:
+            return Index.of(product)
+        ends = [a * b for a in mine for b in theirs]
+        return Index.of(product, min(ends), max(ends), "a product of indices")
 
     __rmul__ = __mul__
 
@@ -97,6 +127,18 @@ class Index:
     def __ge__(self, other: IndexLike) -> Predicate | bool:
         return self._compare(other, "ge")
 
+    def __eq__(self, other: object) -> Predicate | bool:  # type: ignore[override]
+        if isinstance(other, bool) or not isinstance(other, Index | int):
+            return NotImplemented
+        return self._compare(other, "eq")
+
+    def __ne__(self, other: object) -> Predicate | bool:  # type: ignore[override]
+        if isinstance(other, bool) or not isinstance(other, Index | int):
+            return NotImplemented
+        return self._compare(other, "ne")
+
+    __hash__ = object.__hash__  # identity, as before == became a traced comparison
+
     def __index__(self) -> int:
         if self.static is None:
             raise user_error(TypeError, "a traced index (program_id, a loop counter) has no "
@@ -123,8 +165,10 @@ class Index:
 
 IndexLike = Index | int
 
-CMPI_PREDICATES = {"lt": 2, "le": 3, "gt": 4, "ge": 5}  # arith.cmpi slt, sle, sgt, sge
-_STATIC_COMPARISONS = {"lt": lambda d: d < 0, "le": lambda d: d <= 0,
+# arith.cmpi eq, ne, slt, sle, sgt, sge
+CMPI_PREDICATES = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}
+_STATIC_COMPARISONS = {"eq": lambda d: d == 0, "ne": lambda d: d != 0,
+                       "lt": lambda d: d < 0, "le": lambda d: d <= 0,
                        "gt": lambda d: d > 0, "ge": lambda d: d >= 0}
 
 

@@ -31,17 +31,17 @@ def check_axis(axis: object, what: str) -> int:
     return int(axis)  # type: ignore[call-overload]
 
 
-def launch_id(op: type[ir.OpView], axis: int) -> Index:
-    """gpu id op `op` (gpu.BlockIdOp, gpu.ClusterIdOp, ...) along `axis`, as an Index."""
+def launch_id(op: type[ir.OpView], axis: int, count: int, what: str) -> Index:
+    """gpu id op `op` (gpu.BlockIdOp, gpu.ClusterIdOp, ...) along `axis`, as an Index taking
+    `count` values (0 to count - 1); `what` names it in messages."""
     value = emit_value(op, [], ir.IndexType.get(), {"dimension": gpu_dimension_attr(axis)})
-    return Index.of(value)
+    return Index.of(value, 0, count - 1, what)
 
 
 def program_id(axis: int) -> Index:
     """The block's index along grid `axis` (gpu.block_id)."""
     axis = check_axis(axis, "program_id")
-    active()
-    return launch_id(gpu.BlockIdOp, axis)
+    return launch_id(gpu.BlockIdOp, axis, active().grid[axis], f"program_id({axis})")
 
 
 def num_programs(axis: int) -> int:

@@ -93,8 +93,10 @@ class Ref:
         space = ", smem" if self.is_smem else ""
         return f"Ref({self.name}: {self.dtype.name}{list(self.shape)}{space})"
 
-    def window(self, key: object) -> Window:
-        """Resolve an index expression into a window; located IndexError/TypeError if bad."""
+    def window(self, key: object, accessed: bool = False) -> Window:
+        """Resolve an index expression into a window; located IndexError/TypeError if bad.
+        `accessed`: the window is loaded or stored, so it must lie inside the ref wherever
+        its traced start can be (a TMA copy's window may hang over: TMA clips it)."""
         key = key if isinstance(key, tuple) else (key,)
         if sum(k is Ellipsis for k in key) > 1:
             raise user_error(IndexError, "an index can only have a single ellipsis ('...')")
@@ -117,6 +119,8 @@ class Ref:
                 raise user_error(IndexError, f"window [{start.static}, {start.static + length}) "
                                              f"of dim {dim} is out of bounds for {self.name} of "
                                              f"shape {self.shape}")
+            if accessed:
+                self._check_reach(dim, start, length, size)
             starts.append(start)
             sizes.append(length)
             kept.append(keep)
@@ -124,6 +128,23 @@ class Ref:
             raise user_error(IndexError, f"indexing every dim of {self.name} gives a scalar; "
                                          "keep at least one dim (a slice)")
         return Window(tuple(starts), tuple(sizes), tuple(kept))
+
+    def _check_reach(self, dim: int, start: Index, length: int, size: int) -> None:
+        """A located IndexError if a traced start can put the window outside the dim, naming
+        the values (program ids, loop counters) that do."""
+        bounds = None if start.static is not None else start.bounds()
+        if bounds is None:
+            return
+        least, greatest = bounds
+        if greatest + length > size:
+            raise user_error(IndexError, f"the window of dim {dim} of {self.name} reaches "
+                                         f"[{greatest}, {greatest + length}) when "
+                                         f"{start.extreme(largest=True)}, past the dim's size "
+                                         f"{size} (is the grid or the loop too long?)")
+        if least < 0:
+            raise user_error(IndexError, f"the window of dim {dim} of {self.name} starts at "
+                                         f"{least} when {start.extreme(largest=False)}, "
+                                         "before the dim's start")
 
     def _slice(self, dim: int, k: slice, size: int) -> tuple[Index, int]:
         if k.step not in (None, 1):
@@ -150,7 +171,7 @@ class Ref:
 
     @dsl_entry(VectorLoadOp)
     def __getitem__(self, key: object) -> Array:
-        window = self.window(key)
+        window = self.window(key, accessed=True)
         indices = [s.materialize() for s in window.starts]
         loaded = create(VectorLoadOp, source=self._value, indices=indices,
                         result_types=[vector_type(window.sizes, self.dtype)]).result
@@ -162,7 +183,7 @@ class Ref:
 
     @dsl_entry(VectorStoreOp)
     def __setitem__(self, key: object, value: object) -> None:
-        window = self.window(key)
+        window = self.window(key, accessed=True)
         if not isinstance(value, Array):
             value = scalar_array(value, window.shape, self.dtype)
         if value.dtype != self.dtype:

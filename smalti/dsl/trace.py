@@ -34,6 +34,9 @@ class TraceInfo:
     roles: list = field(default_factory=list, compare=False)
     # Where each collective async_copy was traced (smalti.dsl.locations.SourcePosition).
     collective_copies: list = field(default_factory=list, compare=False)
+    # What each traced index atom (an index value) can be: (least, greatest, what it is),
+    # e.g. (0, 3, "program_id(0)"), so windows are checked against shapes while tracing.
+    ranges: dict = field(default_factory=dict, compare=False)
 
 
 _ACTIVE: list[TraceInfo] = []
