@@ -167,3 +167,68 @@ def test_console_script_end_to_end(kernel, tmp_path):
         capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert np.load(tmp_path / "o" / "x.npy").tolist() == [3, 3, 3, 3]
+
+
+def _write_map(path: Path, buffer: str, **fields) -> str:
+    import json
+
+    path.write_text(json.dumps({"tensor_map": {"buffer": buffer, **fields}}))
+    return str(path)
+
+
+def test_tensor_map_json_with_a_unit_dimension_of_stride_zero(tmp_path):
+    from tests.async_kernels import tma_load_kernel
+
+    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "out.npy", np.zeros(a.nbytes, np.uint8))
+    (tmp_path / "k.ptx").write_text(tma_load_kernel(3, [(0, (0, 0, 0))], a.nbytes, a.nbytes))
+    tmap = _write_map(tmp_path / "a_map.json", "a.npy", data_type="FLOAT32",
+                      global_dim=[32, 16, 1], global_strides=[128, 0], box_dim=[32, 16, 1],
+                      element_strides=[1, 1, 1], swizzle="NONE", l2_promotion="L2_128B")
+    out_dir = tmp_path / "out"
+    status = main([str(tmp_path / "k.ptx"), "--kernel", "tma_load", "--grid", "1", "--block",
+                   "128", tmap, str(tmp_path / "out.npy"), "--out-dir", str(out_dir)])
+    assert status == 0
+    np.testing.assert_array_equal(np.load(out_dir / "out.npy").view(np.float32).reshape(16, 32),
+                                  a)
+
+
+def test_tensor_maps_from_json_run_tritons_host_descriptor_matmul(tmp_path):
+    """Triton's host-descriptor matmul from the command line: each map JSON names the .npy of
+    its tensor; C's buffer is written to --out-dir with the TMA store's result."""
+    import json
+
+    corpus = Path(__file__).parent / "fixtures" / "foreign_ptx" / "triton"
+    launch = json.loads((corpus / "matmul_tma_host.json").read_text())
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((128, 256)).astype(np.float16)
+    b = rng.standard_normal((256, 128)).astype(np.float16)
+    args = []
+    for name, array in (("a", a), ("b", b), ("c", np.zeros((128, 128), np.float16))):
+        np.save(tmp_path / f"{name}.npy", array)
+        rows, cols = array.shape
+        args += [_write_map(tmp_path / f"{name}.json", f"{name}.npy", data_type="FLOAT16",
+                            global_dim=[cols, rows], global_strides=[2 * cols],
+                            box_dim=[64, 64], swizzle="128B"),
+                 f"s32:{rows}", f"s32:{cols}", f"s64:{cols}", "s64:1"]
+    status = main([str(corpus / "matmul_tma_host.ptx"), "--kernel", launch["kernel"],
+                   "--grid", "2,2", "--block", "128", "--shared-bytes",
+                   str(launch["shared_bytes"]), *args, "s32:256", "u64:0", "u64:0",
+                   "--out-dir", str(tmp_path / "out")])
+    assert status == 0
+    c = np.load(tmp_path / "out" / "c.npy")
+    np.testing.assert_allclose(c.astype(np.float64), a.astype(np.float64) @ b, rtol=2e-3,
+                               atol=2e-2)
+
+
+def test_bad_tensor_map_json_is_a_diagnostic(tmp_path, capsys):
+    np.save(tmp_path / "a.npy", np.zeros((4, 8), np.float32))
+    tmap = _write_map(tmp_path / "m.json", "a.npy", data_type="FLOAT32", global_dim=[8, 4],
+                      global_strides=[30], box_dim=[8, 4])
+    (tmp_path / "k.ptx").write_text(ADD_SCALAR)
+    status = main([str(tmp_path / "k.ptx"), "--kernel", "add_scalar", "--grid", "1",
+                   "--block", "32", tmap, "f32:1", "u32:1"])
+    assert status == 1
+    assert "m.json: invalid TensorMap: global strides must be positive multiples of 16" in (
+        capsys.readouterr().err)

@@ -25,7 +25,9 @@ from smalti.tools.sim_args import (
     SCALAR_TYPES,
     BufferArg,
     KernelArg,
+    TensorMapArg,
     check_distinct_names,
+    output_buffers,
     parse_args,
     parse_dims,
     parse_dtype_overrides,
@@ -39,6 +41,12 @@ kernel arguments, in the kernel's parameter order:
   TYPE:VALUE   a scalar, TYPE one of {', '.join(SCALAR_TYPES)};
                integers in any Python base (u32:5, s64:-1, b32:0xff), floats as
                decimals or PTX bit patterns (f32:1.5, f32:0f3FC00000, f64:0d3FF8000000000000)
+  FILE.json    a CUtensorMap parameter: {{"tensor_map": {{"buffer": "a.npy", "data_type":
+               "FLOAT16", "global_dim": [...], "global_strides": [...], "box_dim": [...],
+               "element_strides": [...], "swizzle": "128B", ...}}}}, cuTensorMapEncodeTiled's
+               arguments innermost first (strides in bytes, rank-1 of them; 0 for a unit
+               dimension); "buffer" is relative to the JSON file and shares the array of a
+               buffer argument naming the same file (else it is loaded, and written out too)
 
 bfloat16 and float8 buffers: numpy saves ml_dtypes arrays with a raw dtype (|V2 for
 bfloat16, |V1 for float8), so give their type: --dtype FILE=bfloat16 for one file, or
@@ -117,7 +125,8 @@ def _simulate(source_name: str, ptx: str, kernel: str, grid: tuple[int, int, int
               block: tuple[int, int, int], args: list[KernelArg], shared_bytes: int,
               cluster: tuple[int, int, int] | None = None) -> None:
     """Run the kernel; malformed PTX and simulator errors become ToolError."""
-    values = [a.array if isinstance(a, BufferArg) else a.value for a in args]
+    values = [a.array if isinstance(a, BufferArg) else
+              a.encoding if isinstance(a, TensorMapArg) else a.value for a in args]
     try:
         run_ptx(ptx, kernel, grid, block, values, shared_bytes=shared_bytes, cluster=cluster)
     except PtxParseError as error:
@@ -149,7 +158,7 @@ def _run(argv: Sequence[str]) -> int:
     except _PtxSyntaxError as error:
         print(error, file=sys.stderr)
         return EXIT_FAILURE
-    buffers = [a for a in args if isinstance(a, BufferArg)]
+    buffers = output_buffers(args)
     if options.out_dir is None:
         for arg in buffers:
             print(summarize(arg))

@@ -1,4 +1,5 @@
-"""Kernel arguments from the command line: `.npy` buffers and `TYPE:VALUE` scalars.
+"""Kernel arguments from the command line: `.npy` buffers, `TYPE:VALUE` scalars and `.json`
+tensor maps (cuTensorMapEncodeTiled's arguments over a `.npy` buffer).
 
 numpy cannot name ml_dtypes types in a `.npy` header: a bfloat16 array is saved with the
 raw dtype `|V2` (float8 types as `|V1`). Such a file needs `--dtype FILE=bfloat16` (or a
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from smalti.sim.tensormap_encode import TensorMapEncodeTiled, load_json
 from smalti.tools.cli_common import ToolError
 
 SCALAR_TYPES: dict[str, type] = {
@@ -48,7 +50,17 @@ class ScalarArg:
     value: np.generic
 
 
-KernelArg = BufferArg | ScalarArg
+@dataclass(frozen=True)
+class TensorMapArg:
+    """A CUtensorMap parameter from a JSON file: cuTensorMapEncodeTiled's arguments over a
+    buffer (shared with a buffer argument of the same file, so a TMA store shows there)."""
+
+    path: str
+    encoding: TensorMapEncodeTiled
+    buffer: BufferArg  # a buffer argument's, or loaded for the map (then also written out)
+
+
+KernelArg = BufferArg | ScalarArg | TensorMapArg
 
 
 def parse_dims(text: str, what: str) -> tuple[int, int, int]:
@@ -166,20 +178,57 @@ def load_buffer(path: str, overrides: dict[str, np.dtype]) -> BufferArg:
 
 def parse_args(items: list[str], overrides: dict[str, np.dtype]) -> list[KernelArg]:
     """Every positional kernel argument, in order (each --dtype must name one of them)."""
-    args: list[KernelArg] = []
+    args: list[KernelArg | str] = []
     for item in items:
         scalar = parse_scalar(item)
-        args.append(scalar if scalar is not None else load_buffer(item, overrides))
+        if scalar is not None:
+            args.append(scalar)
+        elif item.endswith(".json"):
+            args.append(item)  # a tensor map, resolved once every buffer is loaded
+        else:
+            args.append(load_buffer(item, overrides))
     buffers = [a for a in args if isinstance(a, BufferArg)]
+    args = [load_tensor_map(a, buffers, overrides) if isinstance(a, str) else a for a in args]
     unused = set(overrides) - {a.path for a in buffers} - {a.name for a in buffers} - {ALL_RAW}
     if unused:
         raise ToolError(f"--dtype names no buffer argument: {', '.join(sorted(unused))}")
     return args
 
 
+def load_tensor_map(path: str, buffers: list[BufferArg],
+                    overrides: dict[str, np.dtype]) -> TensorMapArg:
+    """A tensor map JSON file (see the README's smalti-sim paragraph): its "buffer" is the
+    array of the buffer argument naming the same file, else loaded from it."""
+    try:
+        description = load_json(path)
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {path}") from None
+    except ValueError as error:
+        raise ToolError(str(error)) from None
+    target = os.path.realpath(description["buffer"])
+    shared = [b for b in buffers if os.path.realpath(b.path) == target]
+    buffer = shared[0] if shared else load_buffer(description["buffer"], overrides)
+    try:
+        encoding = TensorMapEncodeTiled.from_json(description, buffer.array)
+        encoding.tensor_map()
+    except (ValueError, TypeError) as error:
+        raise ToolError(f"{path}: {error}") from None
+    return TensorMapArg(path, encoding, buffer)
+
+
+def output_buffers(args: list[KernelArg]) -> list[BufferArg]:
+    """The buffers a run may write, each once: buffer arguments, then tensor maps' own."""
+    found: list[BufferArg] = []
+    for arg in args:
+        buffer = arg if isinstance(arg, BufferArg) else getattr(arg, "buffer", None)
+        if buffer is not None and all(buffer is not b for b in found):
+            found.append(buffer)
+    return found
+
+
 def check_distinct_names(args: list[KernelArg]) -> None:
     """Raise ToolError when two buffers would be written to the same --out-dir file."""
-    names = [a.name for a in args if isinstance(a, BufferArg)]
+    names = [a.name for a in output_buffers(args)]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ToolError(f"buffers share a file name ({', '.join(duplicates)}); "
