@@ -5,7 +5,10 @@
 (a) out = a*b + c on 4096x4096 f32: smalti compiles a generated `.mlir` kernel
 (`compile_mlir`, 128x128 tiles over a 2-D grid) and runs it with `run_simulated`;
 (b) a 512x512x512 bf16 wgmma matmul: the nvcc-compiled fixture
-`tests/fixtures/cuda/wgmma_matmul.ptx` (64x64 tiles, 8x8 CTAs) run with `run_ptx`.
+`tests/fixtures/cuda/wgmma_matmul.ptx` (64x64 tiles, 8x8 CTAs) run with `run_ptx`;
+(c) FlashAttention forward, f16, 16 heads x 128 x 64, full and causal: one Triton kernel
+(`tests/fixtures/foreign_ptx/triton_kernels.py`), run by Triton's interpreter and, as the PTX
+Triton 3.9 compiled from it for sm_90a (the corpus fixtures), by smalti's simulator.
 The peers are `benchmarks/peers/triton_kernels.py` under TRITON_INTERPRET=1 (needs
 `pip install triton torch`, CPU builds). Prints a markdown table of medians.
 """
@@ -13,6 +16,7 @@ The peers are `benchmarks/peers/triton_kernels.py` under TRITON_INTERPRET=1 (nee
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -111,6 +115,50 @@ def bench_matmul(runs: int, peer) -> dict:
     return row
 
 
+ATTENTION_HEADS = 16
+ATTENTION_PTX = ROOT / "tests" / "fixtures" / "foreign_ptx" / "triton"
+
+
+def reference_attention(q, k, v, scale: float, causal: bool) -> np.ndarray:
+    s = np.einsum("hqd,hkd->hqk", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[1:], bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+
+
+def bench_attention(runs: int, peer, causal: bool) -> dict:
+    """Triton's own attention kernel: its PTX in smalti's simulator, its source in Triton's
+    interpreter, same inputs, both checked against numpy."""
+    name = "attention_fwd_fp16" + ("_causal" if causal else "")
+    ptx = (ATTENTION_PTX / f"{name}.ptx").read_text()
+    launch = json.loads((ATTENTION_PTX / f"{name}.json").read_text())
+    n_ctx, head_dim = launch["constexprs"]["N_CTX"], launch["constexprs"]["HEAD_DIM"]
+    block = launch["constexprs"]["BLOCK_M"]
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((ATTENTION_HEADS, n_ctx, head_dim)).astype(np.float16)
+               for _ in range(3))
+    scale = 1 / np.sqrt(head_dim)
+    expected = reference_attention(q, k, v, scale, causal)
+
+    def ours_once() -> np.ndarray:
+        out = np.zeros_like(q)
+        run_ptx(ptx, launch["kernel"], (n_ctx // block, ATTENTION_HEADS), launch["block"],
+                [q, k, v, out, np.float32(scale), 0, 0], launch["shared_bytes"])
+        return out
+
+    ours, out = timed(ours_once, runs)
+    np.testing.assert_allclose(out.astype(np.float64), expected, atol=1e-2, rtol=1e-2)
+    row = {"case": f"attention fwd f16 {ATTENTION_HEADS}x{n_ctx}x{head_dim}"
+                   f"{' causal' if causal else ''} (Triton's PTX / its source)", "smalti": ours}
+    if peer is not None:
+        theirs, out = timed(lambda: peer.attention(q, k, v, float(scale), causal, block),
+                            runs)
+        np.testing.assert_allclose(out.astype(np.float64), expected, atol=1e-2, rtol=1e-2)
+        row["triton"] = theirs
+    return row
+
+
 def load_peer():
     """Triton's interpreter kernels, or None when triton/torch are not installed."""
     try:
@@ -135,7 +183,7 @@ def table(rows: list[dict], runs: int) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", choices=("pointwise", "matmul"))
+    parser.add_argument("--only", choices=("pointwise", "matmul", "attention"))
     args = parser.parse_args(argv)
     peer = load_peer()
     rows = []
@@ -143,6 +191,9 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(bench_pointwise(args.runs, peer))
     if args.only in (None, "matmul"):
         rows.append(bench_matmul(args.runs, peer))
+    if args.only in (None, "attention"):
+        rows.append(bench_attention(args.runs, peer, causal=False))
+        rows.append(bench_attention(args.runs, peer, causal=True))
     print(table(rows, args.runs))
 
 

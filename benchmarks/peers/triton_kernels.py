@@ -5,10 +5,18 @@ Import this module only after setting TRITON_INTERPRET=1: Triton reads it at imp
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import torch
 import triton
 import triton.language as tl
+
+CORPUS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "foreign_ptx"
+sys.path.insert(0, str(CORPUS))
+
+import triton_kernels as corpus  # noqa: E402  (the attention kernel whose PTX smalti runs)
 
 POINTWISE_BLOCK = (128, 128)
 MATMUL_BLOCK = (128, 128, 64)
@@ -60,4 +68,16 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = torch.empty((m, n), dtype=torch.float32)
     bm, bn, bk = MATMUL_BLOCK
     matmul_kernel[(m // bm, n // bn)](ta, tb, out, n, k, bm, bn, bk)
+    return out.numpy()
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool,
+              block: int = 64) -> np.ndarray:
+    """The corpus's attention_fwd (heads x n_ctx x head_dim, f16) through the interpreter,
+    with the constexprs its PTX fixture was compiled with."""
+    heads, n_ctx, head_dim = q.shape
+    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+    out = torch.empty_like(tq)
+    corpus.attention_fwd[(n_ctx // block, heads)](tq, tk, tv, out, scale, n_ctx, head_dim,
+                                                   block, block, causal)
     return out.numpy()

@@ -12,7 +12,10 @@ mbarrier track the thread's earlier copies.
 
 Here the source is read at issue (a bounds fault names the copy's line); the bytes land when
 the async engine's policy completes the copy, and stay owned by it (any access faults) until
-the issuing thread waits for its group. They count as that thread's write, so another thread
+the issuing thread waits for its group. Groups are kept per warp (one operation per warp and
+instruction, so a launch of thousands of threads pays per warp): a warp's live threads must
+commit and wait together, as compilers emit them (a commit or wait by part of a warp is
+reported, not guessed at). They count as that thread's write, so another thread
 reading them needs a barrier after the wait, and an async-proxy reader (wgmma, a TMA store) a
 `fence.proxy.async` too. `cp.async.mbarrier.arrive` completes the thread's copies at once (a
 schedule the ISA allows) and then arrives, or not (without .noinc the pending count is
@@ -28,6 +31,7 @@ import numpy as np
 from smalti.ptx.module import Instruction, Register
 from smalti.sim.async_engine import AsyncOp
 from smalti.sim.errors import Fault, Unsupported
+from smalti.sim.geometry import WARP_SIZE
 from smalti.sim.lanes import Lanes, thread_ids
 from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, expect, reader
@@ -41,16 +45,23 @@ GROUP = "cp.async"
 
 @dataclass(eq=False)
 class CopyBatch:
-    """The copies one cp.async instruction issued, one per lane: row r is operation
-    `first + r`, landing `data[r]` at flat shared bytes `idx[r]`."""
+    """The copies one cp.async instruction issued: operation `first + w` is those of the
+    w-th warp, landing `data[rows]` at flat shared bytes `idx[rows]` for its rows
+    `order[starts[w]:starts[w + 1]]`."""
 
     m: Machine
     first: int
     idx: np.ndarray  # (n, size) flat shared byte indices
     data: np.ndarray  # (n, size) uint8, zero past src-size
+    order: np.ndarray  # lanes sorted by warp
+    starts: np.ndarray  # each warp's first position in `order` (and the end)
+
+    def rows(self, k: int) -> np.ndarray:
+        return self.order[self.starts[k]:self.starts[k + 1]]
 
     def run(self, ops: list[AsyncOp]) -> None:
-        rows = np.array([op.id for op in ops], np.int64) - self.first
+        ks = np.array([op.id for op in ops], np.int64) - self.first
+        rows = np.concatenate([self.rows(int(k)) for k in ks])
         self.m.shared.data[self.idx[rows]] = self.data[rows]
 
 
@@ -121,11 +132,17 @@ def _copy(inst: Instruction, mods: Modifiers, env: DecodeEnv) -> Step:
         data = _read_sources(m, sources, reads, size, lanes)
         idx = (blocks * m.shared.size + offsets)[:, None] + np.arange(size)
         engine.shared.write(idx[:, 0], size, threads)
-        first = engine.new_id(n)
-        batch = CopyBatch(m, first, idx, data)
-        ops = [AsyncOp(first + r, what, None, batch=batch) for r in range(n)]
-        engine.own_rows(ops, offsets[:, None] + np.arange(size), blocks, reads=True)
-        engine.issue_many(ops, [(GROUP, int(t)) for t in threads])
+        warps = warp_of(m, threads)
+        order = np.argsort(warps, kind="stable")
+        cuts = np.flatnonzero(np.diff(warps[order])) + 1
+        starts = np.concatenate([[0], cuts, [n]])
+        count = starts.size - 1
+        first = engine.new_id(count)
+        batch = CopyBatch(m, first, idx, data, order, starts)
+        ops = [AsyncOp(first + k, what, None, batch=batch) for k in range(count)]
+        for k, op in enumerate(ops):
+            engine.own(op, idx[batch.rows(k)].reshape(-1), reads=True)
+        engine.issue_many(ops, [(GROUP, int(warps[order[starts[k]]])) for k in range(count)])
 
     return Compute(run)
 
@@ -166,14 +183,37 @@ def _lanes_of(lanes: Lanes, ids: np.ndarray) -> Lanes:
     return Lanes(mask, everyone=False)
 
 
+def warp_of(m: Machine, threads: np.ndarray) -> np.ndarray:
+    """Launch-wide warp number of each thread (warps do not straddle blocks)."""
+    per_block = m.geometry.block_threads
+    return threads // per_block * -(-per_block // WARP_SIZE) + threads % per_block // WARP_SIZE
+
+
+def _whole_warps(m: Machine, lanes: Lanes, what: str) -> np.ndarray:
+    """The warps of the active lanes, checked to take part whole: groups are kept per warp,
+    which is per thread as long as a warp's live threads commit and wait together."""
+    threads = thread_ids(lanes)
+    warps, counts = np.unique(warp_of(m, threads), return_counts=True)
+    live = np.ones(m.geometry.threads, np.bool_) if m.live is None else m.live
+    alive = np.bincount(warp_of(m, np.flatnonzero(live)), minlength=int(warps.max()) + 1)
+    partial = counts != alive[warps]
+    if partial.any():
+        warp = int(warps[np.argmax(partial)])
+        raise Fault(f"{what} by only some live threads of a warp: cp.async groups are "
+                    "simulated per warp, so its threads must commit and wait together",
+                    int(threads[np.argmax(warp_of(m, threads) == warp)]))
+    return warps
+
+
 def _commit(m: Machine, lanes: Lanes) -> None:
-    for thread in thread_ids(lanes):
-        m.async_engine.commit((GROUP, int(thread)))
+    for warp in _whole_warps(m, lanes, "cp.async.commit_group"):
+        m.async_engine.commit((GROUP, int(warp)))
     m.async_engine.tick()
 
 
 def _wait(m: Machine, lanes: Lanes, keep: int) -> None:
-    m.async_engine.wait_groups_many([(GROUP, int(t)) for t in thread_ids(lanes)], keep)
+    warps = _whole_warps(m, lanes, "cp.async.wait_group")
+    m.async_engine.wait_groups_many([(GROUP, int(w)) for w in warps], keep)
 
 
 def _mbarrier_arrive(address, space: str, noinc: bool, env: DecodeEnv) -> Step:
@@ -182,13 +222,14 @@ def _mbarrier_arrive(address, space: str, noinc: bool, env: DecodeEnv) -> Step:
     def run(m: Machine, lanes: Lanes) -> None:
         engine = m.async_engine
         blocks, offsets = targets_of(m, lanes)
-        for i, thread in enumerate(thread_ids(lanes)):
-            state = engine.groups.get((GROUP, int(thread)))
+        for warp in _whole_warps(m, lanes, "cp.async.mbarrier.arrive"):
+            state = engine.groups.get((GROUP, int(warp)))
             if state is not None:  # the copies land and are tracked by the barrier
                 ops = [*state.open, *(op for group in state.committed for op in group)]
                 state.open, state.committed = [], type(state.committed)()
                 engine.retire_many(ops)
-            if noinc:
+        if noinc:
+            for i, thread in enumerate(thread_ids(lanes)):
                 engine.barriers.arrive((int(blocks[i]), int(offsets[i])), 1, int(thread))
         engine.tick()
 
