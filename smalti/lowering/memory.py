@@ -16,19 +16,18 @@ from jaxlib.mlir import ir
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
 from smalti.lowering.context import LoweringContext, layouts_of
-from smalti.lowering.packing import PartialRegisters, RegisterParts, access_type
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.scalar import constant_scalar, scalar_add, scalar_mul
 from smalti.lowering.smem import is_smem_value, load_smem, store_smem
+from smalti.lowering.transfer import Loader, Storer
 from smalti.lowering.values import (
     BufferValue,
     FragmentedArray,
     ScalarValue,
     elements_per_register,
-    register_type,
     vector_element_type,
 )
-from smalti.ptx import Address, Register, VectorOperand
+from smalti.ptx import Address, Register
 from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout, WGSplatLayout
 
 # Kernel buffers are assumed 16-byte aligned (XLA and the simulator give 256).
@@ -123,16 +122,16 @@ def _add_address(ctx: LoweringContext, base: Register, offset: Register | Scalar
 
 
 def _accesses(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
-              indices: list[ir.Value], layout: Layout, shape: tuple[int, ...]
+              index_offset: ScalarValue, layout: Layout, shape: tuple[int, ...]
               ) -> Iterator[tuple[int, Access]]:
-    """(register vector, access) pairs covering every element this thread holds."""
+    """(register vector, access) pairs covering every element this thread holds, the slice
+    starting `index_offset` bytes into the buffer."""
     if isinstance(layout, WGSplatLayout):
         raise error_at(op, "cannot access memory with a splat layout")
     if buffer.size_bytes >= 2**31:
         raise error_at(op, "buffers of 2 GiB or more are not supported yet")
     dist = layout.distribution(shape)
     element_bytes = buffer.element.bytes
-    index_offset = _index_offset(ctx, op, buffer, indices)
     base = _add_address(ctx, buffer.address, index_offset)
     contiguous = (dist.vector_dim == len(shape) - 1 and dist.vector_step == 1
                   and buffer.strides[-1] == 1)
@@ -167,10 +166,6 @@ def _access_elements(run: int, element_bytes: int, alignment: int) -> int:
     return count
 
 
-def _vector_suffix(units: int) -> str:
-    return f".v{units}" if units > 1 else ""
-
-
 @lowering_rule(VectorLoadOp)
 def _vector_load(ctx: LoweringContext, op: VectorLoadOp) -> None:
     if vector_element_type(ir.VectorType(op.result.type).element_type) is None:
@@ -179,28 +174,26 @@ def _vector_load(ctx: LoweringContext, op: VectorLoadOp) -> None:
         load_smem(ctx, op)
         return
     result = op.result
-    vector_type = ir.VectorType(result.type)
-    shape = tuple(vector_type.shape)
+    shape = tuple(ir.VectorType(result.type).shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
     buffer = ctx.buffer(op, op.source)
+    ctx.set(result, load_global(ctx, op, buffer, _index_offset(ctx, op, buffer, op.indices),
+                                layout, shape))
+
+
+def load_global(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
+                index_offset: ScalarValue, layout: Layout, shape: tuple[int, ...]
+                ) -> FragmentedArray:
+    """The slice of `buffer` at `index_offset` bytes, shaped `shape`, in `layout`."""
+    if isinstance(layout, WGSplatLayout):
+        raise error_at(op, "cannot access memory with a splat layout")
     element = buffer.element
-    b = ctx.builder
-    length = layout.distribution(shape).vector_length
-    pack = elements_per_register(element, length)
-    partial = PartialRegisters(ctx, element, pack)
-    vectors: list[list[Register]] = [[] for _ in range(layout.distribution(shape).num_registers)]
-    for register, access in _accesses(ctx, op, buffer, op.indices, layout, shape):
-        unit, units = access_type(element, pack, access.count)
-        address = Address(access.address, access.offset)
-        if access.count < pack:  # part of one register: joined once it is whole
-            part = b.compute(f"ld.global.{unit}", unit, address)
-            partial.add(vectors, register, part, access.count)
-            continue
-        registers = [b.reg(register_type(element, pack)) for _ in range(units)]
-        destination = VectorOperand(tuple(registers)) if units > 1 else registers[0]
-        b.emit(f"ld.global{_vector_suffix(units)}.{unit}", destination, address)
-        vectors[register].extend(registers)
-    ctx.set(result, FragmentedArray(layout, shape, element, tuple(map(tuple, vectors)), length))
+    dist = layout.distribution(shape)
+    pack = elements_per_register(element, dist.vector_length)
+    loader = Loader(ctx, "global", element, pack, dist.num_registers)
+    for register, access in _accesses(ctx, op, buffer, index_offset, layout, shape):
+        loader.load(register, access.count, Address(access.address, access.offset))
+    return FragmentedArray(layout, shape, element, loader.result(), dist.vector_length)
 
 
 @lowering_rule(VectorStoreOp)
@@ -214,18 +207,10 @@ def _vector_store(ctx: LoweringContext, op: VectorStoreOp) -> None:
         raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
                            f"{layout}")
     buffer = ctx.buffer(op, op.destination)
-    b = ctx.builder
     guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
         layout.distribution(array.shape))
-    parts = RegisterParts(ctx, array)
-    for register, access in _accesses(ctx, op, buffer, op.indices, layout, array.shape):
-        unit, units = access_type(array.element, array.pack, access.count)
-        address = Address(access.address, access.offset)
-        if access.count < array.pack:
-            b.emit(f"st.global.{unit}", address, parts.part(register, access.first,
-                                                             access.count), guard=guard)
-            continue
-        start = access.first // array.pack
-        sources = array.vectors[register][start:start + units]
-        source = VectorOperand(tuple(sources)) if units > 1 else sources[0]
-        b.emit(f"st.global{_vector_suffix(units)}.{unit}", address, source, guard=guard)
+    storer = Storer(ctx, "global", array, guard)
+    index_offset = _index_offset(ctx, op, buffer, op.indices)
+    for register, access in _accesses(ctx, op, buffer, index_offset, layout, array.shape):
+        storer.store(register, access.first, access.count,
+                     Address(access.address, access.offset))

@@ -12,7 +12,7 @@ one in.
 from __future__ import annotations
 
 from smalti.lowering.context import LoweringContext
-from smalti.lowering.values import ElementType, FragmentedArray, register_type
+from smalti.lowering.values import ElementType, FragmentedArray
 from smalti.ptx import Register, VectorOperand
 
 
@@ -46,8 +46,9 @@ def join(ctx: LoweringContext, element: ElementType, parts: list[Register], per:
             shifted = b.compute("shl.b16", "b16", high, 8)
             pairs.append(b.compute("or.b16", "b16", masked, shifted))
         return join(ctx, element, pairs, 2)
-    joined = b.reg(register_type(element, per * len(parts)))
-    b.emit(f"mov.b{element.bits * per * len(parts)}", joined, VectorOperand(tuple(parts)))
+    bits = element.bits * per * len(parts)
+    joined = b.reg(f"b{bits}")  # two i16 make a .b32 (register_type would say s16)
+    b.emit(f"mov.b{bits}", joined, VectorOperand(tuple(parts)))
     return joined
 
 
@@ -61,15 +62,6 @@ def replicate(ctx: LoweringContext, element: ElementType, value: Register, pack:
               ) -> Register:
     """A register holding `pack` copies of the one element in `value`."""
     return join(ctx, element, [value] * pack, 1)
-
-
-def access_type(element: ElementType, pack: int, count: int) -> tuple[str, int]:
-    """(PTX type of one access unit, units per access) for `count` elements, a unit being
-    one register of `pack` elements, or all `count` when fewer than a register's."""
-    if pack > 1:
-        per = min(pack, count)
-        return f"b{element.bits * per}", count // per
-    return ("f32" if element.name == "f32" else f"b{element.bits}"), count
 
 
 class PartialRegisters:

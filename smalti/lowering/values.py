@@ -41,6 +41,7 @@ ELEMENT_TYPES = {
         ElementType("f8E5M2", 8, "b8", vector_only=True),
         ElementType("i32", 32, "s32"),
         ElementType("i16", 16, "s16"),
+        ElementType("i8", 8, "s8"),
         ElementType("i64", 64, "s64"),
         ElementType("f64", 64, "f64"),
         ElementType("i1", 1, "pred"),
