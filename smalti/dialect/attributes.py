@@ -15,6 +15,7 @@ printing of their bodies happens here.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from jaxlib.mlir import ir
@@ -84,6 +85,7 @@ _TILED = re.compile(
 _TILE = re.compile(r"\[([^\[\]]*)\]")
 
 
+@functools.lru_cache(maxsize=1024)  # layouts are frozen values; kernels repeat a few
 def text_to_layout(text: str) -> Layout:
     text = text.strip()
     try:

@@ -10,6 +10,7 @@ broadcast result reduces back to its operand's layout.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -32,6 +33,13 @@ from smalti.tiling.symbolic import Place, Placement, build, pad_tiles, placement
 
 def reduce_layout(layout: Layout, shape: Shape, axes: Sequence[int]) -> Layout | None:
     """The layout of `layout`'s value of `shape` reduced over `axes` (a splat if all)."""
+    return _reduce(layout, tuple(shape), tuple(axes))
+
+
+# Layouts are frozen values: each of these maps is memoised on its (hashable) arguments, as
+# inference asks the same few questions for every op of a program.
+@functools.lru_cache(maxsize=8192)
+def _reduce(layout: Layout, shape: Shape, axes: tuple[int, ...]) -> Layout | None:
     axes_ = _axes(axes, len(shape))
     if not _fits(layout, shape):
         return None
@@ -63,7 +71,13 @@ def broadcast_layout(layout: Layout, shape: Shape, new_shape: Shape,
     a WGMMA row or column vector broadcasts back to the WGMMA layout; otherwise the new
     dims are held in registers by the threads that held the operand.
     """
-    new_shape = tuple(new_shape)
+    return _broadcast(layout, tuple(shape), tuple(new_shape),
+                      None if axes is None else tuple(axes))
+
+
+@functools.lru_cache(maxsize=8192)
+def _broadcast(layout: Layout, shape: Shape, new_shape: Shape, axes: tuple[int, ...] | None
+               ) -> Layout | None:
     if axes is None:
         if len(new_shape) < len(shape):
             return None
@@ -99,7 +113,11 @@ def transpose_layout(layout: Layout, shape: Shape, permutation: Sequence[int]
                      ) -> Layout | None:
     """The layout of the transpose (result dim j = operand dim permutation[j]) of the
     value, with every thread holding exactly the elements it held (a free transpose)."""
-    perm = tuple(permutation)
+    return _transpose(layout, tuple(shape), tuple(permutation))
+
+
+@functools.lru_cache(maxsize=8192)
+def _transpose(layout: Layout, shape: Shape, perm: tuple[int, ...]) -> Layout | None:
     if sorted(perm) != list(range(len(shape))) or not _fits(layout, shape):
         return None
     match layout:
@@ -114,6 +132,11 @@ def transpose_layout(layout: Layout, shape: Shape, permutation: Sequence[int]
 
 def same_elements(a: Layout, b: Layout, shape: Shape) -> bool:
     """True when both layouts put every element in the same thread, register and slot."""
+    return _same_elements(a, b, tuple(shape))
+
+
+@functools.lru_cache(maxsize=8192)
+def _same_elements(a: Layout, b: Layout, shape: Shape) -> bool:
     if not (_fits(a, shape) and _fits(b, shape)):
         return False
     if isinstance(a, WGSplatLayout) or isinstance(b, WGSplatLayout):

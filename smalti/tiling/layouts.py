@@ -12,6 +12,7 @@ the same two views of itself:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -144,6 +145,9 @@ class TiledLayout:
         return entries[dim]
 
     def distribution(self, shape: Shape) -> Distribution:
+        return _distribution(self, tuple(shape))
+
+    def _distribution(self, shape: Shape) -> Distribution:
         entries = self.tiling.tiled_entries(shape)
         warp = [self._entry(entries, d) for d in self.warp_dims]
         lane = [self._entry(entries, d) for d in self.lane_dims]
@@ -206,6 +210,9 @@ class WGStridedLayout:
             )
 
     def distribution(self, shape: Shape) -> Distribution:
+        return _distribution(self, tuple(shape))
+
+    def _distribution(self, shape: Shape) -> Distribution:
         self.check_shape(shape)
         strides = _row_major_strides(shape)
         terms = []
@@ -260,11 +267,31 @@ Layout = TiledLayout | WGStridedLayout | WGSplatLayout
 
 def check_layout_fits(layout: Layout, shape: Shape) -> None:
     """Raise LayoutError unless `layout` applies to an array of `shape`."""
-    match layout:
-        case TiledLayout():
-            layout.distribution(shape)
-        case WGStridedLayout() | WGSplatLayout():
-            layout.check_shape(shape)
+    problem = _misfit(layout, tuple(shape))
+    if problem is not None:
+        raise LayoutError(problem)
+
+
+# Layouts and shapes are frozen values, and inference asks about the same few pairs again
+# and again (every value of a class, every expression through it): both questions are
+# memoised. A Distribution is immutable, so one object can be shared by every caller.
+@functools.lru_cache(maxsize=4096)
+def _distribution(layout: TiledLayout | WGStridedLayout, shape: Shape) -> Distribution:
+    return layout._distribution(shape)
+
+
+@functools.lru_cache(maxsize=16384)
+def _misfit(layout: Layout, shape: Shape) -> str | None:
+    """Why `layout` does not apply to `shape`, or None when it does."""
+    try:
+        match layout:
+            case TiledLayout():
+                layout.distribution(shape)
+            case WGStridedLayout() | WGSplatLayout():
+                layout.check_shape(shape)
+    except LayoutError as error:
+        return str(error)
+    return None
 
 
 def unravel(flat: np.ndarray, shape: Shape) -> np.ndarray:

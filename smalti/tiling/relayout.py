@@ -9,6 +9,7 @@ moves.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -53,7 +54,14 @@ def relayout_cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> Rela
 
 def lowers_without_smem(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> bool:
     """True when the relayout needs no shared memory (registers and shuffles only)."""
-    return _cost(src, dst, shape, bitwidth, count_shuffles=False).kind != "smem"
+    return relayout_kind(src, dst, shape, bitwidth) != "smem"
+
+
+@functools.lru_cache(maxsize=4096)
+def relayout_kind(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> RelayoutKind:
+    """The cheapest way to relayout (relayout_cost's kind) without planning shuffles, the
+    dear part: what inference asks of every candidate layout. Memoised."""
+    return _cost(src, dst, tuple(shape), bitwidth, count_shuffles=False).kind
 
 
 def _cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int, count_shuffles: bool
@@ -73,15 +81,15 @@ def _cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int, count_shuffles:
     if isinstance(src, WGSplatLayout):
         return RelayoutCost("registers", registers_moved=dst_words.shape[1] * registers_per_word)
     src_map = _flat(src.element_index(shape), shape)
-    moved = _words_not_held(_words(src_map, bitwidth), dst_words) * registers_per_word
     threads = np.arange(dst_map.shape[0])[:, None, None, None]
     holders = src.owners(shape).reshape(math.prod(shape), -1, 3)[dst_map]
-    local = (holders[..., 0] == threads).any(axis=-1)
-    if local.all():
-        return RelayoutCost("registers" if moved else "none", registers_moved=moved)
     in_warp = holders[..., 0] // WARP_SIZE == threads // WARP_SIZE
     if not in_warp.any(axis=-1).all():
         return RelayoutCost("smem", smem_bytes=math.ceil(math.prod(shape) * bitwidth / 8))
+    moved = _words_not_held(_words(src_map, bitwidth), dst_words) * registers_per_word
+    local = (holders[..., 0] == threads).any(axis=-1)
+    if local.all():
+        return RelayoutCost("registers" if moved else "none", registers_moved=moved)
     if not count_shuffles:
         return RelayoutCost("shuffles", registers_moved=moved)
     plan = plan_shuffles(_words(src_map, bitwidth), dst_words)
@@ -109,8 +117,13 @@ def _words(flat: np.ndarray, bitwidth: int) -> np.ndarray:
 
 def _words_not_held(src_words: np.ndarray, dst_words: np.ndarray) -> int:
     """The most destination words any thread lacks among its own source words."""
-    worst = 0
-    for held, wanted in zip(src_words.tolist(), dst_words.tolist(), strict=True):
-        have = set(map(tuple, held))
-        worst = max(worst, sum(tuple(w) not in have for w in wanted))
-    return worst
+    threads, per_word = src_words.shape[0], src_words.shape[2]
+    rows = np.concatenate([src_words.reshape(-1, per_word), dst_words.reshape(-1, per_word)])
+    _, ids = np.unique(rows, axis=0, return_inverse=True)
+    ids = ids.reshape(-1)
+    kinds = int(ids.max()) + 1 if ids.size else 1
+    src_ids = ids[:src_words.shape[0] * src_words.shape[1]].reshape(threads, -1)
+    dst_ids = ids[src_words.shape[0] * src_words.shape[1]:].reshape(threads, -1)
+    owner = np.arange(threads)[:, None] * kinds  # a word held by thread t: key t * kinds + id
+    lacking = ~np.isin(dst_ids + owner, src_ids + owner)
+    return int(lacking.sum(axis=1).max()) if lacking.size else 0
