@@ -36,6 +36,7 @@ class Origin:
     op_name: str
     location: Any = field(default=None, compare=False, hash=False)  # ir.Location or None
     reason: str = ""
+    op: Any = field(default=None, compare=False, hash=False)  # the ir.Operation, or None
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,19 @@ class RelayoutAllowed:
 
 
 Constraint = Equal | IsLayout | AllowedKinds | Derived | RelayoutAllowed | Requires
+
+
+def variables_of(constraint: Constraint) -> tuple[Variable, ...]:
+    """The variables a constraint is about."""
+    match constraint:
+        case Equal(a=a, b=b):
+            return (a, b)
+        case Derived(target=target, source=source) | RelayoutAllowed(source=source,
+                                                                     target=target):
+            return (source, target)
+        case IsLayout(var=var) | AllowedKinds(var=var) | Requires(var=var):
+            return (var,)
+    raise TypeError(f"not a constraint: {constraint!r}")
 
 
 @dataclass

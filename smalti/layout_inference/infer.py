@@ -9,16 +9,16 @@ from smalti.dialect.attributes import (
     LayoutAttrError,
     attr_to_layouts,
     attr_to_transforms,
-    layout_to_text,
     layouts_to_attr,
-    transform_to_text,
     transforms_to_attr,
 )
-from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at, format_location
+from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at
 from smalti.dialect.verifier import verify_op
-from smalti.layout_inference.equations import SMEM, Equal, EquationSystem, Hint, IsLayout, Origin
+from smalti.layout_inference.equations import SMEM, EquationSystem
+from smalti.layout_inference.materialise import merge_equal, split_per_user
+from smalti.layout_inference.report import describe, diagnose, note
 from smalti.layout_inference.rules import RULES, RuleContext, is_smem_ref, is_vector, needs_variable
-from smalti.layout_inference.solver import Conflict, Solution, Unsatisfiable, solve_explained
+from smalti.layout_inference.solver import Solution, Unsatisfiable, solve_explained
 
 
 def infer_layouts(module: ir.Operation) -> None:
@@ -39,7 +39,7 @@ def explain_function(func: ir.Operation) -> list[Diagnostic]:
     ctx, solution = _infer(func)
     remarks = []
     for value, var in ctx.variables.items():
-        notes = tuple(_note(constraint, func) for constraint in solution.reasons(var))
+        notes = tuple(note(constraint, func) for constraint in solution.reasons(var))
         if isinstance(value.owner, ir.Block):
             where, name = func.location, f"block argument #{ir.BlockArgument(value).arg_number}"
         else:
@@ -55,6 +55,7 @@ def _infer(func: ir.Operation) -> tuple[RuleContext, Solution]:
     ctx = RuleContext(system)
     vector_ops: list[ir.Operation] = []
     errors: list[DiagnosticError] = []
+    copies = split_per_user(func)  # constants and the like: one copy per user
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         op = op.operation
@@ -68,15 +69,23 @@ def _infer(func: ir.Operation) -> tuple[RuleContext, Solution]:
 
     func.walk(visit, ir.WalkOrder.PRE_ORDER)
     if errors:
+        merge_equal(copies, lambda a, b: True)  # leave the IR as it came
         raise DiagnosticError([d for e in errors for d in e.diagnostics])
     try:
         solution = solve_explained(system)
     except Unsatisfiable as failure:
-        raise _explain(failure.conflict, func) from None
+        error = diagnose(failure, system, func)
+        merge_equal(copies, lambda a, b: True)
+        raise error from None
     cache: dict[tuple, ir.ArrayAttr] = {}
     with func.context:
         for op in vector_ops:
             _annotate(op, ctx, solution.layouts, cache)
+
+    def same_layout(a: ir.Value, b: ir.Value) -> bool:
+        return solution.layouts[ctx.variables[a].id] == solution.layouts[ctx.variables[b].id]
+
+    merge_equal(copies, same_layout, forget=lambda value: ctx.variables.pop(value))
     return ctx, solution
 
 
@@ -137,48 +146,3 @@ def _add_constraints(ctx: RuleContext, op: ir.Operation) -> None:
                                f"{len(refs)} shared-memory results")
         for ref, value in zip(refs, transforms, strict=True):
             ctx.fix(ref, value, "annotated in out_transforms")
-
-
-def describe(value: object) -> str:
-    """A layout or a transforms tuple, as written in attributes."""
-    if isinstance(value, tuple):
-        return "[" + ", ".join(f"#smalti.{transform_to_text(t)}" for t in value) + "]"
-    return f"#smalti.{layout_to_text(value)}"
-
-
-def _explain(conflict: Conflict, func: ir.Operation) -> DiagnosticError:
-    """A located error at the last constraint of the chain, with a note per link."""
-    chain = conflict.chain
-    anchor = chain[-1].origin if chain else Origin("func.func", func.location)
-    notes = [_note(constraint, func) for constraint in chain]
-    if conflict.cast_variable is not None:
-        value = conflict.cast_variable.value
-        target = (f" to {describe(conflict.cast_layout)}"
-                  if conflict.cast_layout is not None else "")
-        uses = [c.origin for c in chain if isinstance(c, Equal)]
-        where = uses[-1].location if uses else func.location
-        notes.append(Diagnostic(where, f"a smalti.layout_cast of {_value_name(value)}{target} "
-                                       "before this use would resolve the conflict", "note"))
-    message = (f"'{anchor.op_name}' op cannot be given a layout: {conflict.message} "
-               f"({len(chain)} constraints in conflict)")
-    location = anchor.location or func.location
-    return DiagnosticError(Diagnostic(location, message, notes=tuple(notes)))
-
-
-def _note(constraint, func: ir.Operation) -> Diagnostic:
-    """One constraint of an explanation, as a note at the op that stated it."""
-    origin = constraint.origin
-    detail = origin.reason
-    if isinstance(constraint, IsLayout | Hint):
-        detail += f": {describe(constraint.layout)}"
-    return Diagnostic(origin.location or func.location, f"'{origin.op_name}': {detail}", "note")
-
-
-def _value_name(value: ir.Value | None) -> str:
-    """How to point a user at a value: the op (and source line) that defines it."""
-    if value is None:
-        return "the value"
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return f"block argument #{value.arg_number}"
-    return f"the result of '{owner.name}' at {format_location(owner.location)}"

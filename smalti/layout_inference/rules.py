@@ -99,7 +99,7 @@ class RuleContext:
 
     def origin(self, reason: str) -> Origin:
         assert self.op is not None
-        return Origin(self.op.operation.name, self.op.location, reason)
+        return Origin(self.op.operation.name, self.op.location, reason, self.op.operation)
 
     def equal(self, operand: ir.Value, result: ir.Value, reason: str) -> None:
         self.system.add(Equal(self.var(operand), self.var(result), self.origin(reason)))

@@ -2,25 +2,33 @@
 
 Order of work (deterministic):
 1. Union the variables of every `Equal`: each class ends with one layout.
-2. Propagate to a fixed point: an `IsLayout` assigns its class; an assigned class checks its
-   `AllowedKinds` and shapes, pushes its layout through `Derived` expressions (forward, and
-   backward where the expression is invertible) and checks `RelayoutAllowed` pairs.
-3. Search what stays open, in a fixed order (the class with the highest-priority hint
+2. Split the classes into independent parts (classes linked by expressions or relayouts):
+   each part is solved on its own, so that one impossible part neither hides the others'
+   answers nor makes the search backtrack through them.
+3. Per part, propagate to a fixed point: an `IsLayout` assigns its class; an assigned class
+   checks its `AllowedKinds`, shapes, costs (no replicated layout over the register limit,
+   `smalti.tiling.cost`) and `Requires`, pushes its layout through `Derived` expressions
+   (forward, and backward where the expression is invertible) and checks `RelayoutAllowed`
+   pairs.
+4. Search what stays open, in a fixed order (the class with the highest-priority hint
    first, then the lowest variable id; but a class that an assigned neighbour makes
    suggestions for goes before), trying for each class its candidates in order: its hints
-   (by priority), layouts suggested by assigned neighbours, the widest strided layout that
-   fits, then FALLBACK_CANDIDATES (every strided width, the canonical wgmma family,
-   splat). Each choice propagates; a conflict undoes it (a trail, not copies) and tries
+   (by priority), layouts suggested by assigned neighbours, then the defaults (the widest
+   strided layout that fits, every strided width, the canonical wgmma family, splat last)
+   cheapest first: fewest relayout steps to assigned neighbours, then fewest registers per
+   thread. Each choice propagates; a conflict undoes it (a trail, not copies) and tries
    the next, backtracking if a class runs out. The search is complete over these
-   candidates, under a budget of choices.
+   candidates, under a budget of choices per part.
 A conflict names the constraints that force it: for each side, the chain of equalities
 from the constraint that fixed a class to the variable in question, recursively through
-the expressions that carried layouts between classes.
+the expressions that carried layouts between classes. `smalti.layout_inference.conflicts`
+shrinks a failed part to a minimal set of constraints in conflict.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections import defaultdict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +46,7 @@ from smalti.layout_inference.equations import (
     RelayoutAllowed,
     Requires,
     Variable,
+    variables_of,
 )
 from smalti.tiling import (
     WARPGROUP_SIZE,
@@ -53,9 +62,11 @@ from smalti.tiling import (
     check_layout_fits,
     lowers_without_smem,
 )
+from smalti.tiling.cost import registers_per_thread, replication_problem
+from smalti.tiling.relayout import relayout_kind
 from smalti.tiling.smem import physical_shape
 
-SEARCH_BUDGET = 100_000  # candidate layouts tried before the search gives up
+SEARCH_BUDGET = 100_000  # candidate layouts tried, per independent part, before giving up
 
 # Tried after a class's own hints and suggestions, so that the search is complete over
 # every layout these name (the ones that fit the class's shapes).
@@ -65,20 +76,42 @@ FALLBACK_CANDIDATES: tuple[Layout, ...] = (
     WGMMA_LAYOUT_8BIT, WGSplatLayout(),
 )
 
+# Relayouts by cost (smalti.tiling.relayout): none, register moves, shuffles; the lowering
+# refuses the rest.
+_RELAYOUT_RANK = {"none": 0, "registers": 1, "shuffles": 2, "smem": 3}
+
 
 @dataclass(frozen=True)
 class Conflict:
-    """Why no assignment exists: the constraints in conflict, in a readable order."""
+    """Why no assignment exists: the constraints in conflict, in a readable order.
+
+    When the search ran out of candidates for a class (rather than propagation meeting a
+    contradiction), `variable` is one of its values and `attempts` says, per candidate
+    tried, why it failed."""
 
     message: str
     chain: tuple[Constraint | Hint, ...]
-    cast_variable: Variable | None = None  # a layout_cast of this value breaks the chain,
-    cast_layout: Layout | None = None  # converting it to this layout
+    variable: Variable | None = None
+    attempts: tuple[tuple[Layout, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One independent part of the system without an assignment: the first conflict the
+    solver met there, and the part's constraints and variables (to minimise the conflict).
+    `gave_up`: the search ran out of budget, so no assignment was found but none was
+    ruled out either."""
+
+    conflict: Conflict
+    constraints: tuple[Constraint, ...]
+    variables: tuple[Variable, ...]
+    gave_up: bool = False
 
 
 class Unsatisfiable(Exception):
-    def __init__(self, conflict: Conflict) -> None:
+    def __init__(self, conflict: Conflict, failures: tuple[Failure, ...] = ()) -> None:
         self.conflict = conflict
+        self.failures = failures
         super().__init__(conflict.message)
 
 
@@ -132,6 +165,14 @@ def fits_variable(value: object, var: Variable) -> bool:
     return fits(value, var.shape)
 
 
+def too_dear(layout: Layout, var: Variable) -> str | None:
+    """Why `layout` costs var's value too many registers (a replicated layout over the
+    limit of smalti.tiling.cost), or None. Only for layouts that fit var's shape."""
+    if var.domain == SMEM:
+        return None
+    return replication_problem(layout, var.shape, var.bitwidth)
+
+
 @functools.cache
 def relayout_supported(source: Layout, target: Layout, shape: tuple[int, ...],
                        bitwidth: int) -> bool:
@@ -148,9 +189,42 @@ def relayout_supported(source: Layout, target: Layout, shape: tuple[int, ...],
         return False
 
 
+@functools.cache
+def relayout_rank(source: Layout, target: Layout, shape: tuple[int, ...], bitwidth: int
+                  ) -> int:
+    """How dear a relayout is: 0 none, 1 register moves, 2 shuffles, 3 not supported."""
+    if not relayout_supported(source, target, shape, bitwidth):
+        return _RELAYOUT_RANK["smem"]
+    if source == target:
+        return 0
+    if isinstance(source, WGSplatLayout):
+        return _RELAYOUT_RANK["registers"]
+    return _RELAYOUT_RANK[relayout_kind(source, target, shape, bitwidth)]
+
+
 def solve(system: EquationSystem) -> dict[int, Layout]:
     """A layout for every variable (by id); raises Unsatisfiable with an explanation."""
     return _Solver(system).run()
+
+
+def solve_subset(system: EquationSystem, constraints: tuple[Constraint, ...],
+                 variables: tuple[Variable, ...], budget: int | None = None
+                 ) -> dict[int, Layout]:
+    """A layout for each of `variables` satisfying `constraints` (a subset of system's,
+    over those variables; system's hints still order the search): Unsatisfiable if none."""
+    return _Solver(system, constraints, variables, budget).run()
+
+
+def satisfiable(system: EquationSystem, constraints: tuple[Constraint, ...],
+                variables: tuple[Variable, ...], budget: int | None = None) -> bool | None:
+    """Whether `constraints` (a subset of system's, over `variables`) have an assignment:
+    True, False, or None when the search ran out of `budget` first. Hints still order the
+    search; they never decide the answer."""
+    try:
+        solve_subset(system, constraints, variables, budget)
+    except Unsatisfiable as failure:
+        return None if any(f.gave_up for f in failure.failures) else False
+    return True
 
 
 @dataclass(frozen=True)
@@ -175,11 +249,22 @@ class _Conflicted(Exception):
         self.conflict = conflict
 
 
+class _GaveUp(Exception):
+    """The search ran out of budget in one part: nothing proven either way."""
+
+    def __init__(self, conflict: Conflict) -> None:
+        self.conflict = conflict
+
+
 class _Solver:
-    def __init__(self, system: EquationSystem) -> None:
+    def __init__(self, system: EquationSystem, constraints: tuple[Constraint, ...] | None = None,
+                 variables: tuple[Variable, ...] | None = None,
+                 budget: int | None = None) -> None:
         self.system = system
-        n = len(system.variables)
-        self.parent = list(range(n))
+        self.variables = tuple(system.variables if variables is None else variables)
+        self.constraints = tuple(system.constraints if constraints is None else constraints)
+        self.budget = SEARCH_BUDGET if budget is None else budget
+        self.parent = {v.id: v.id for v in self.variables}
         self.edges: dict[int, list[tuple[int, Equal]]] = defaultdict(list)
         self.fixed: list[IsLayout] = []
         self.allowed: dict[int, list[AllowedKinds]] = defaultdict(list)
@@ -187,7 +272,7 @@ class _Solver:
         self.derived_into: dict[int, list[Derived]] = defaultdict(list)  # by target var
         self.relayouts: dict[int, list[RelayoutAllowed]] = defaultdict(list)
         self.requires: dict[int, list[Requires]] = defaultdict(list)
-        for constraint in system.constraints:
+        for constraint in self.constraints:
             match constraint:
                 case Equal(a=a, b=b):
                     self._union(a.id, b.id)
@@ -206,12 +291,13 @@ class _Solver:
                 case Requires(var=var):
                     self.requires[var.id].append(constraint)
         self.members: dict[int, list[Variable]] = defaultdict(list)
-        for var in system.variables:
+        for var in self.variables:
             self.members[self._find(var.id)].append(var)
         self.hints: dict[int, list[tuple[int, int, int, Hint]]] = defaultdict(list)
         for order, hint in enumerate(system.hints):
-            self.hints[self._find(hint.var.id)].append(
-                (-hint.priority, hint.var.id, order, hint))
+            if hint.var.id in self.parent:
+                self.hints[self._find(hint.var.id)].append(
+                    (-hint.priority, hint.var.id, order, hint))
         for ranked in self.hints.values():
             ranked.sort(key=lambda item: item[:3])
         self.layout: dict[int, Layout] = {}
@@ -220,11 +306,12 @@ class _Solver:
 
     # Union-find over variable ids.
     def _find(self, x: int) -> int:
+        parent = self.parent
         root = x
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[x] != root:
-            self.parent[x], x = root, self.parent[x]
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
         return root
 
     def _union(self, a: int, b: int) -> None:
@@ -232,15 +319,58 @@ class _Solver:
         if ra != rb:
             self.parent[max(ra, rb)] = min(ra, rb)
 
+    # Independent parts: classes linked by expressions or relayouts.
+    def _parts(self) -> list[list[int]]:
+        """The classes (roots), grouped into parts no constraint links, in program order."""
+        link = {root: root for root in self.members}
+
+        def find(x: int) -> int:
+            while link[x] != x:
+                link[x] = link[link[x]]
+                x = link[x]
+            return x
+
+        for pairs in (self.derived_from, self.relayouts):
+            for constraints in pairs.values():
+                for c in constraints:
+                    a, b = (c.source, c.target)
+                    ra, rb = find(self._find(a.id)), find(self._find(b.id))
+                    if ra != rb:
+                        link[max(ra, rb)] = min(ra, rb)
+        parts: dict[int, list[int]] = defaultdict(list)
+        for root in sorted(self.members):
+            parts[find(root)].append(root)
+        return list(parts.values())
+
     # Entry point.
     def run(self) -> dict[int, Layout]:
-        try:
-            for constraint in self.fixed:
-                self._assign(constraint.var, constraint.layout, constraint)
-        except _Conflicted as failure:
-            raise Unsatisfiable(failure.conflict) from None
-        self._search()
-        return {v.id: self.layout[self._find(v.id)] for v in self.system.variables}
+        parts = self._parts()
+        part_of = {root: i for i, part in enumerate(parts) for root in part}
+        fixed: list[list[IsLayout]] = [[] for _ in parts]
+        for constraint in self.fixed:  # in program order within each part
+            fixed[part_of[self._find(constraint.var.id)]].append(constraint)
+        failures = []
+        for part, part_fixed in zip(parts, fixed, strict=True):
+            start = len(self.trail)
+            try:
+                for constraint in part_fixed:
+                    self._assign(constraint.var, constraint.layout, constraint)
+                self._search(part, start)
+            except _Conflicted as failure:
+                failures.append(self._failure(part, failure.conflict))
+            except _GaveUp as failure:
+                failures.append(self._failure(part, failure.conflict, gave_up=True))
+        if failures:
+            raise Unsatisfiable(failures[0].conflict, tuple(failures))
+        return {v.id: self.layout[self._find(v.id)] for v in self.variables}
+
+    def _failure(self, part: list[int], conflict: Conflict, gave_up: bool = False) -> Failure:
+        roots = set(part)
+        variables = tuple(sorted((v for root in part for v in self.members[root]),
+                                 key=lambda v: v.id))
+        constraints = tuple(c for c in self.constraints
+                            if self._find(variables_of(c)[0].id) in roots)
+        return Failure(conflict, constraints, variables, gave_up)
 
     # Assignment and propagation.
     def _assign(self, var: Variable, layout: Layout, why: IsLayout | Derived | _Decision
@@ -276,6 +406,9 @@ class _Solver:
             what = "transforms do" if member.domain == SMEM else "layout does"
             raise _Conflicted(Conflict(
                 f"the {what} not fit shape {list(member.shape)}", self._why(member)))
+        if (problem := too_dear(layout, member)) is not None:
+            raise _Conflicted(Conflict(f"this layout is too dear: {problem}",
+                                       self._why(member)))
         for requirement in self.requires[member.id]:
             if (problem := requirement.test(layout)) is not None:
                 raise _Conflicted(Conflict(problem, (*self._why(member), requirement)))
@@ -360,10 +493,8 @@ class _Solver:
                 incoming = (*self._why(downstream), why)
             case _Decision():
                 incoming = self._proposal(why)
-        chain = (*existing, *reversed(incoming))
-        cast_variable, cast_layout = _cast_point(existing, layout)
-        return Conflict("conflicting layouts required for one value", chain, cast_variable,
-                        cast_layout)
+        return Conflict("conflicting layouts required for one value",
+                        (*existing, *reversed(incoming)))
 
     def _path(self, source: int, target: int) -> tuple[Equal, ...]:
         """The fewest Equal constraints linking two variables of one class (BFS)."""
@@ -395,9 +526,9 @@ class _Solver:
             del self.layout[root]
             del self.reason[root]
 
-    def _open_roots(self) -> list[int]:
+    def _open_roots(self, part: list[int]) -> list[int]:
         """Unassigned classes in search order: best hint priority first, then lowest id."""
-        roots = [r for r in self.members if r not in self.layout]
+        roots = [r for r in part if r not in self.layout]
         return sorted(roots, key=lambda r: (self.hints[r][0][:1] if self.hints[r] else (1,), r))
 
     def _neighbours(self, root: int) -> Iterator[int]:
@@ -427,7 +558,8 @@ class _Solver:
 
     def _candidates(self, root: int
                     ) -> list[tuple[Layout, Hint | Derived | RelayoutAllowed | None]]:
-        """What to try for a class, in order, each with what proposed it."""
+        """What to try for a class, in order, each with what proposed it: hints, then
+        suggestions, then the defaults cheapest first."""
         vars_ = self.members[root]
         ordered: list[tuple[Layout, Hint | Derived | RelayoutAllowed | None]] = [
             (hint.layout, hint) for *_, hint in self.hints[root]]
@@ -436,10 +568,12 @@ class _Solver:
             ordered.append(((), None))
         else:
             bitwidth = max(v.bitwidth for v in vars_)
+            defaults: list[Layout] = []
             for shape in dict.fromkeys(v.shape for v in vars_):
                 if (strided := widest_strided_layout(shape, bitwidth)) is not None:
-                    ordered.append((strided, None))
-            ordered.extend((layout, None) for layout in FALLBACK_CANDIDATES)
+                    defaults.append(strided)
+            defaults.extend(FALLBACK_CANDIDATES)
+            ordered.extend((layout, None) for layout in self._by_cost(root, defaults))
         kinds = [r.kinds for v in vars_ for r in self.allowed[v.id]]
         first: dict[Layout, Hint | Derived | RelayoutAllowed | None] = {}
         for layout, proposer in ordered:
@@ -448,6 +582,32 @@ class _Solver:
         return [(layout, proposer) for layout, proposer in first.items()
                 if all(isinstance(layout, tuple(k)) for k in kinds)
                 and all(fits_variable(layout, v) for v in shapes)]
+
+    def _by_cost(self, root: int, layouts: list[Layout]) -> list[Layout]:
+        """`layouts` that fit the class, cheapest first (stable): those within the register
+        limit of replicated layouts, then fewest relayout steps to assigned relayout
+        neighbours, then fewest registers per thread; splat last (it holds one value, so it
+        is the answer only when nothing distributed is)."""
+        vars_ = self.members[root]
+        largest = max(vars_, key=lambda v: (math.prod(v.shape) * v.bitwidth, v.id))
+        neighbours = [(r, self.layout.get(self._find(
+                          (r.target if self._find(r.source.id) == root else r.source).id)))
+                      for v in vars_ for r in self.relayouts[v.id]]
+        assigned = [(r, layout) for r, layout in neighbours if layout is not None]
+        fitting = [layout for layout in dict.fromkeys(layouts)
+                   if all(fits(layout, v.shape) for v in vars_)]
+
+        def cost(layout: Layout) -> tuple[bool, bool, int, int]:
+            dear = any(too_dear(layout, v) is not None for v in vars_)
+            steps = 0
+            for r, other in () if dear else assigned:  # too dear: last, whatever it costs
+                source, target = ((layout, other) if self._find(r.source.id) == root
+                                  else (other, layout))
+                steps += relayout_rank(source, target, r.source.shape, r.source.bitwidth)
+            registers = registers_per_thread(layout, largest.shape, largest.bitwidth)
+            return (isinstance(layout, WGSplatLayout), dear, steps, registers)
+
+        return sorted(fitting, key=cost)
 
     def _next_open(self, order: list[int]) -> int | None:
         """The next class to decide: one an assigned neighbour makes suggestions for (so
@@ -464,42 +624,57 @@ class _Solver:
             self._cursor += 1
         return order[self._cursor] if self._cursor < len(order) else None
 
-    def _search(self) -> None:
-        order = self._open_roots()
-        self._cursor, self._scanned, self._pending = 0, 0, []
-        budget = SEARCH_BUDGET
-        # One frame per decided class: (its remaining candidates, the trail mark before it).
-        frames: list[tuple[int, Iterator[tuple[Layout, object]], int]] = []
+    def _search(self, part: list[int], start: int) -> None:
+        """Decide the open classes of `part` (whose propagation began at trail mark
+        `start`); _Conflicted when no assignment exists, _GaveUp past the budget."""
+        order = self._open_roots(part)
+        self._cursor, self._scanned, self._pending = 0, start, []
+        budget = self.budget
+        # One frame per decided class: (its remaining candidates, the trail mark before it,
+        # why each candidate tried so far failed).
+        frames: list[tuple[int, Iterator[tuple[Layout, object]], int,
+                           list[tuple[Layout, str]]]] = []
         first_failure: Conflict | None = None
         while (root := self._next_open(order)) is not None:
             candidates = iter(self._candidates(root))
             mark = len(self.trail)
+            attempts: list[tuple[Layout, str]] = []
             while True:
                 layout, proposer = next(candidates, (None, None))
                 if layout is None:
                     if first_failure is None:
                         first_failure = self._no_candidate(root)
                     if not frames:
-                        raise Unsatisfiable(first_failure)
-                    root, candidates, mark = frames.pop()
+                        raise _Conflicted(self._exhausted(root, first_failure, attempts))
+                    root, candidates, mark, attempts = frames.pop()
+                    attempts.append((self.layout[root], "then no layout is left for the "
+                                                        "values it constrains"))
                     self._undo(mark)
                     self._cursor, self._scanned, self._pending = 0, len(self.trail), []
                     continue
                 budget -= 1
                 if budget < 0:
-                    raise Unsatisfiable(Conflict(
-                        f"the layout search gave up after {SEARCH_BUDGET} tries; a "
-                        "smalti.layout_cast on a few values will settle it", ()))
+                    raise _GaveUp(Conflict(
+                        f"the layout search gave up after {self.budget} tries",
+                        first_failure.chain if first_failure else (), self.members[root][0]))
                 var = self.members[root][0]
                 try:
                     self._assign(var, layout, _Decision(var, layout, proposer))
                 except _Conflicted as failure:
                     self._undo(mark)
+                    attempts.append((layout, failure.conflict.message))
                     if first_failure is None:
                         first_failure = failure.conflict
                     continue
-                frames.append((root, candidates, mark))
+                frames.append((root, candidates, mark, attempts))
                 break
+
+    def _exhausted(self, root: int, first_failure: Conflict,
+                   attempts: list[tuple[Layout, str]]) -> Conflict:
+        """The search tried every candidate of the class it decides first: the first
+        contradiction it met, with each candidate and why it failed."""
+        return Conflict(first_failure.message, first_failure.chain, self.members[root][0],
+                        tuple(attempts))
 
     def _no_candidate(self, root: int) -> Conflict:
         vars_ = self.members[root]
@@ -508,16 +683,6 @@ class _Solver:
         return Conflict(
             f"no layout fits a vector of shape {' and '.join(map(str, map(list, shapes)))} "
             f"over the {WARPGROUP_SIZE} threads of a warpgroup", restrictions)
-
-
-def _cast_point(existing: tuple[Constraint | Hint, ...], layout: Layout
-                ) -> tuple[Variable | None, Layout | None]:
-    """Where a layout_cast splits the chain: the operand of the last equality that carried
-    the existing layout, cast to the incoming one. Rules write Equal(a=operand, b=result)."""
-    for constraint in reversed(existing):
-        if isinstance(constraint, Equal):
-            return constraint.a, layout
-    return None, None
 
 
 def _kind_name(layout: Layout) -> str:
