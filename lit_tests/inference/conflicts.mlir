@@ -240,3 +240,27 @@ func.func @row_plus_column_sums(%ref: memref<128x128xf32>, %o: memref<128xf32>)
   "smalti.vector_store"(%t, %o, %c0) : (vector<128xf32>, memref<128xf32>, index) -> ()
   return
 }
+
+// -----
+
+// limitation_broadcast_back_tf32.mlir: the row sums broadcast back cannot be made in the
+// tf32 A layout of %x (the broadcast only makes the layouts its operand's reduce to), but
+// a cast of the broadcast into it stays within warps, and is suggested.
+func.func @broadcast_back_tf32(%a: memref<64x64xf32>, %o: memref<64x64xf32>, %o2: memref<64xf32>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %z = arith.constant dense<0.0> : vector<64xf32>
+  // expected-note @+1 {{'smalti.vector_load': annotated in out_layouts: #smalti.tiled<tiling = [[64, 4], [16, 4], [8, 4], [1]], warp = [-7], lane = [-3, -2], vector = -1>}}
+  %x = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.tiled<tiling = [[64, 4], [16, 4], [8, 4], [1]], warp = [-7], lane = [-3, -2], vector = -1>]} : (memref<64x64xf32>, index, index) -> vector<64x64xf32>
+  %r = vector.multi_reduction <add>, %x, %z [1] : vector<64x64xf32> to vector<64xf32>
+  // expected-error @+2 {{'smalti.broadcast_in_dim' op cannot be given a layout: no source layout makes the broadcast of [64] to [64, 64] have this layout (4 constraints in conflict)}}
+  // expected-note @+1 {{'smalti.broadcast_in_dim': broadcast_in_dim replicates its operand's layout along the new dims}}
+  %b = "smalti.broadcast_in_dim"(%r) {broadcast_dimensions = array<i64: 0>} : (vector<64xf32>) -> vector<64x64xf32>
+  // expected-note @+3 {{'arith.subf': an elementwise op's operands and result share a layout}}
+  // expected-note @+2 {{'arith.subf': an elementwise op's operands and result share a layout}}
+  // expected-note-re @+1 {{a smalti.layout_cast of the result of 'smalti.broadcast_in_dim' at {{.*}}:{{[0-9]+}}:8 to #smalti.tiled<tiling = [[64, 4], [16, 4], [8, 4], [1]], warp = [-7], lane = [-3, -2], vector = -1> before its use here would resolve the conflict}}
+  %d = arith.subf %x, %b : vector<64x64xf32>
+  "smalti.vector_store"(%d, %o, %c0, %c0) : (vector<64x64xf32>, memref<64x64xf32>, index, index) -> ()
+  "smalti.vector_store"(%r, %o2, %c0) : (vector<64xf32>, memref<64xf32>, index) -> ()
+  return
+}
