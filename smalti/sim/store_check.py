@@ -9,7 +9,8 @@ the hardware: the program is well defined, but its output is not, which is worth
 rather than fatal. The simulator keeps one of the values (numpy's: the highest thread's) and
 issues a `NondeterministicStoreWarning` naming the address and the threads, once per
 instruction and launch. (Threads of different warps storing one shared byte in one step are a
-race, reported as an error by the hazard tracker: nothing orders them.)
+race, reported as an error by the hazard tracker: nothing orders them. Global memory has no
+race tracker; its stores are checked within each warp, the case the ISA defines.)
 """
 
 from __future__ import annotations
@@ -42,13 +43,19 @@ class Site:
         return f"{where}{source}: `{self.text}` (kernel '{self.kernel}'"
 
 
-def may_overlap(addresses: np.ndarray, nbytes: int) -> bool:
-    """Whether two of an instruction's per-thread accesses of `nbytes` may share a byte
-    (cheap: False when the addresses rise by at least `nbytes` from thread to thread)."""
+def may_overlap(m: Machine, addresses: np.ndarray, nbytes: int, lanes: Lanes) -> bool:
+    """Whether two lanes of one warp may store to a common byte (cheap: False when, within
+    each warp, the addresses rise by at least `nbytes` from lane to lane). Global memory has
+    no race tracker: lanes of different warps storing one address are not looked for."""
     if addresses.size < 2:
         return False
-    steps = np.diff(addresses.astype(np.int64, copy=False))
-    return not bool((steps >= nbytes).all())
+    rising = np.diff(addresses.astype(np.int64, copy=False)) >= nbytes
+    if rising.all():
+        return False
+    threads = thread_ids(lanes)
+    per_block = m.geometry.block_threads
+    warp = threads // per_block * -(-per_block // 32) + threads % per_block // 32
+    return not bool((rising | (warp[1:] != warp[:-1])).all())
 
 
 def check_one_value(m: Machine, site: Site, addresses: np.ndarray, values: np.ndarray,

@@ -301,7 +301,7 @@ def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
         _store(m, space, addresses, values, elem, lanes, flat)
         collided = _watch(m, space, addresses, nbytes, lanes, True, flat)
         if space == "local" or not (collided or (
-                flat is None and may_overlap(addresses, nbytes))):
+                flat is None and may_overlap(m, addresses, nbytes, lanes))):
             return
         landed = (gather(m.shared.data, flat, elem, count) if flat is not None
                   else _load(m, space, addresses, elem, count, lanes))
