@@ -292,3 +292,25 @@ def test_global_atomic_out_of_bounds_is_reported():
   atom.global.add.u32 %r20, [%rd8], 1;"""
     with pytest.raises(SimError, match="out-of-bounds"):
         run_body(body, np.zeros((32, 1)), 1)
+
+
+def test_bar_warp_sync_after_divergence_waits_for_the_lanes_still_working():
+    # CUTLASS's pattern: one lane does extra work (here a loop) while the others go on to
+    # bar.warp.sync and wait there; the backward branch brings the worker to them.
+    source = """  and.b32 %r5, %r0, 31;
+  mov.u32 %r6, 0;
+  setp.eq.u32 %p2, %r5, 0;
+  @%p2 bra WORK;
+SYNC:
+  bar.warp.sync -1;
+  shfl.sync.idx.b32 %r20, %r6, 0, 0x1F, -1;
+  bra.uni DONE;
+WORK:
+  add.u32 %r6, %r6, 3;
+  setp.lt.u32 %p3, %r6, 30;
+  @%p3 bra WORK;
+  bra.uni SYNC;
+DONE:
+"""
+    out = run_body(source, np.zeros((64, 1)), 1, block=64)
+    np.testing.assert_array_equal(out[:, 0], 30)  # every lane reads lane 0's finished count
