@@ -1,0 +1,163 @@
+"""Running one program through smalti and holding it against the numpy reference.
+
+.mlir programs: `smalti.runtime.compile_mlir`, then `run_simulated`; DSL programs: their
+source is executed (compiled under the file name it came from, so located errors name its
+lines) and the kernel is called under `jax.jit` on the CPU. Every compiled kernel's PTX goes
+through ptxas when it is installed (the DSL's compile cache does that itself).
+
+Outcomes (`Outcome.kind`): "match"; "limitation" (a located refusal the allowlist names as a
+documented limitation); and the findings: "mismatch" (wrong numbers), "refusal" (a located
+refusal of another kind), "crash" (any other exception), "ptxas" (ptxas rejected the PTX).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import traceback
+import warnings
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from smalti.dialect.diagnostics import DiagnosticError
+from smalti.ptx.toolchain import PtxasError
+from smalti.runtime import compile_mlir, run_simulated
+from smalti.runtime.cache import ptxas_available
+from tests.differential.allowlist import KNOWN_FINDINGS, LIMITATIONS
+from tests.differential.compare import compare_outputs
+from tests.differential.dtypes import DTYPES
+from tests.differential.emit_dsl import emit_dsl
+from tests.differential.emit_mlir import emit_mlir
+from tests.differential.inputs import make_inputs
+from tests.differential.program import Program
+from tests.differential.reference import run_reference
+
+FINDINGS = ("mismatch", "refusal", "crash", "ptxas")
+LOCATED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): ")
+_NUMBERS = re.compile(r"\d+")
+_LOCATION = re.compile(r"[^\s:'\"]+:\d+:\d+:?")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one program: `kind` (see the module docstring), a one-line `detail`,
+    the full `message`, and `signature`: the finding class the minimiser keeps reproducing."""
+
+    kind: str
+    detail: str = ""
+    message: str = ""
+    known: str = ""  # the known finding (allowlist.KNOWN_FINDINGS) this one is, if any
+
+    @property
+    def is_finding(self) -> bool:
+        return self.kind in FINDINGS
+
+    @property
+    def signature(self) -> str:
+        return f"{self.kind}: {normalise(self.detail)}"
+
+
+def normalise(text: str) -> str:
+    """A message without locations, numbers and value names: the class of a finding."""
+    text = _LOCATION.sub("LOC", text)
+    text = re.sub(r"%[\w#]+", "%v", text)
+    return _NUMBERS.sub("N", text)
+
+
+def source_text(program: Program) -> str:
+    return emit_mlir(program) if program.kind == "mlir" else emit_dsl(program)
+
+
+def run_program(program: Program, source: str | None = None,
+                filename: str = "differential_program") -> Outcome:
+    """Compile and run `program` (or `source`, its text as a finding file holds it) and
+    compare with the reference."""
+    try:
+        text = source_text(program) if source is None else source
+        inputs = make_inputs(program)
+        want = run_reference(program, inputs)
+    except Exception as error:  # the tester's own bug: never blame smalti for it
+        raise RuntimeError(f"tester failed on program {program.seed}") from error
+    suffix = ".mlir" if program.kind == "mlir" else ".py"
+    name = filename if filename.endswith(suffix) else filename + suffix
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")  # spills (KernelQualityWarning) are not findings
+            if program.kind == "mlir":
+                zeros = [np.zeros(r.shape, DTYPES[r.dtype].numpy) for r in program.outputs]
+                got = _run_mlir(text, name, inputs, zeros)
+            else:
+                got = _run_dsl(text, name, inputs)
+    except DiagnosticError as error:
+        return _refusal(str(error), located=not str(error).startswith("<unknown>"))
+    except PtxasError as error:
+        return _classify(Outcome("ptxas", _first_line(str(error)), str(error)))
+    except (TypeError, ValueError, IndexError) as error:
+        message = str(error)
+        if program.kind == "dsl" and LOCATED.match(message) and name in message.split(":")[0]:
+            return _refusal(message, located=True)
+        return _crash(error)
+    except Exception as error:
+        return _crash(error)
+    mismatch = compare_outputs(program, got, want)
+    if mismatch is None:
+        return Outcome("match")
+    outcome = Outcome("mismatch", mismatch.splitlines()[0], mismatch)
+    for known in KNOWN_FINDINGS:
+        if known.model is not None and known.model(program, inputs, got):
+            return Outcome(outcome.kind, outcome.detail, outcome.message, known.name)
+    return _classify(outcome)
+
+
+def _run_mlir(text: str, name: str, inputs: list[np.ndarray], outputs: list[np.ndarray]
+              ) -> list[np.ndarray]:
+    compiled = compile_mlir(text, name)
+    if ptxas_available():
+        compiled.assemble()
+    arrays = run_simulated(compiled, *inputs, *outputs)
+    return arrays[len(inputs):]
+
+
+def _run_dsl(source: str, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    namespace: dict = {"__name__": "differential_kernel"}
+    exec(compile(source, name, "exec"), namespace)
+    outputs = jax.jit(namespace["kernel"])(*inputs)
+    return [np.asarray(o) for o in outputs]
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _refusal(message: str, located: bool) -> Outcome:
+    """A located DiagnosticError (or DSL error): a limitation if the allowlist names it."""
+    headline = _first_line(message)
+    body = LOCATED.sub("", headline)
+    if not located:
+        return _classify(Outcome("refusal", f"unlocated: {body}", message))
+    for limitation in LIMITATIONS:
+        if limitation.pattern.search(message):
+            return Outcome("limitation", f"{limitation.name}: {body}", message)
+    return _classify(Outcome("refusal", body, message))
+
+
+def _crash(error: BaseException) -> Outcome:
+    summary = f"{type(error).__name__}: {_first_line(str(error))}"
+    return _classify(Outcome("crash", summary, "".join(traceback.format_exception(error))))
+
+
+def _classify(outcome: Outcome) -> Outcome:
+    """A finding the allowlist knows (filed, with a regression test) is marked as such."""
+    for known in KNOWN_FINDINGS:
+        if known.kind == outcome.kind and known.pattern is not None \
+                and known.pattern.search(outcome.message):
+            return Outcome(outcome.kind, outcome.detail, outcome.message, known.name)
+    return outcome
+
+
+__all__ = ["FINDINGS", "Outcome", "normalise", "run_program", "source_text"]
+
