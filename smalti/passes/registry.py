@@ -11,6 +11,7 @@ from jaxlib.mlir.dialects import func as func_ops
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError
 from smalti.dialect.verifier import verify
 from smalti.layout_inference import explain_function, infer_layouts
+from smalti.passes.canonicalize import ALIASES
 from smalti.tiling.pass_ import tile_shared_memory
 from smalti.warpgroup import check_warpgroups
 
@@ -49,8 +50,10 @@ REGISTRY: dict[str, PassInfo] = {
     )
 }
 
-DEFAULT_PIPELINE = ("builtin.module(smalti-verify,canonicalize,cse,smalti-infer-layouts,"
-                    "smalti-tile,smalti-warpgroup)")
+# smalti-canonicalize: upstream canonicalize less the patterns that change numbers
+# (smalti.passes.canonicalize).
+DEFAULT_PIPELINE = ("builtin.module(smalti-verify,smalti-canonicalize,cse,"
+                    "smalti-infer-layouts,smalti-tile,smalti-warpgroup)")
 
 
 def split_pipeline(pipeline: str) -> list[str]:
@@ -119,7 +122,7 @@ def build_pass_manager(
                        description=info.description)
             else:
                 try:
-                    pm.add(element)
+                    pm.add(ALIASES[element][0] if element in ALIASES else element)
                 except ValueError as error:
                     raise ValueError(f"unknown pass or bad pipeline element {element!r}: "
                                      f"{error}") from None

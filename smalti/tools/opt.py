@@ -12,6 +12,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context
 from smalti.dialect.diagnostics import DiagnosticError
+from smalti.passes.canonicalize import ALIASES
 from smalti.passes.registry import REGISTRY, build_pass_manager
 from smalti.tools.cli_common import (
     EXIT_FAILURE,
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print ops in their generic form")
     passes = parser.add_argument_group("passes (run in command-line order)")
     for name, description in [*((n, i.description) for n, i in REGISTRY.items()),
+                              *((n, help_) for n, (_, help_) in ALIASES.items()),
                               *UPSTREAM_PASSES.items()]:
         passes.add_argument(f"--{name}", dest="passes", action="append_const", const=name,
                             help=description)
