@@ -190,9 +190,10 @@ def _vector_store(ctx: RuleContext, op: VectorStoreOp) -> None:
 
 
 def _memory_access(ctx: RuleContext, value: ir.Value, verb: str) -> None:
-    """Memory ops take any distributed layout and prefer the widest strided one."""
+    """Memory ops take any distributed layout and prefer the widest strided one (an i1 is
+    a byte in memory: 16 of them make the widest access, not 128)."""
     var = ctx.var(value)
-    strided = widest_strided_layout(var.shape, var.bitwidth)
+    strided = widest_strided_layout(var.shape, max(var.bitwidth, 8))
     if strided is not None:
         ctx.hint(value, strided, PREFERRED, f"vector_{verb[:-1]} prefers wide strided accesses")
     ctx.allow(value, MEMORY_LAYOUT_KINDS, f"vector_{verb[:-1]} {verb} a distributed layout, "

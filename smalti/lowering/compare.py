@@ -14,17 +14,21 @@ from jaxlib.mlir.dialects import arith
 
 from smalti.dialect.diagnostics import error_at
 from smalti.lowering import packing
+from smalti.lowering.constants import value_bits
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.elementwise import FP8_NAMES, unpack
 from smalti.lowering.registry import lowering_rule
+from smalti.lowering.scalar import constant_scalar
 from smalti.lowering.values import (
+    ElementType,
     FragmentedArray,
     ScalarValue,
+    element_type,
     fragment_geometry,
     register_bits,
     vector_element_type,
 )
-from smalti.ptx import Register
+from smalti.ptx import Immediate, Register
 
 # MLIR's arith.cmpf predicates (by enum value) as PTX setp comparisons ("ordered" ones fail
 # on NaN, the "u" ones hold on NaN; PTX ISA, "setp").
@@ -103,22 +107,56 @@ def lower_vector_compare(ctx: LoweringContext, op: arith.CmpFOp | arith.CmpIOp) 
     _no_fp8(op, a.element)
     predicate = ir.IntegerAttr(op.predicate).value
     floats = isinstance(op, arith.CmpFOp)
+    elements_a, elements_b = _Elements(ctx, a), _Elements(ctx, b)
+    builder = ctx.builder
     if floats:
         if predicate not in CMPF:
             raise error_at(op, "the always-false and always-true predicates are not supported")
         opcode = f"setp.{CMPF[predicate]}.f32"
+
+        def make(v: int, i: int) -> Register:
+            x, y = elements_a(v, i), elements_b(v, i)
+            return builder.compute(opcode, "pred", _as_f32(ctx, a, x), _as_f32(ctx, b, y))
+    elif a.element.scalar == "pred":
+        def make(v: int, i: int) -> Register:
+            return compare_predicates(ctx, predicate, elements_a(v, i), elements_b(v, i))
     else:
         comparison, signed = CMPI[predicate]
-        opcode = f"setp.{comparison}.{'s' if signed else 'u'}{a.element.bits}"
-    elements_a, elements_b = _Elements(ctx, a), _Elements(ctx, b)
+        kind = "s" if signed else "u"
+        opcode = f"setp.{comparison}.{kind}{max(a.element.bits, 16)}"  # no 8-bit setp
 
-    def make(v: int, i: int) -> Register:
-        x, y = elements_a(v, i), elements_b(v, i)
-        if floats:
-            x, y = _as_f32(ctx, a, x), _as_f32(ctx, b, y)
-        return ctx.builder.compute(opcode, "pred", x, y)
+        def make(v: int, i: int) -> Register:
+            x, y = elements_a(v, i), elements_b(v, i)
+            if a.element.bits == 8:
+                x, y = _widen_byte(ctx, x, kind), _widen_byte(ctx, y, kind)
+            return builder.compute(opcode, "pred", x, y)
 
     _build(ctx, op, make)
+
+
+def _widen_byte(ctx: LoweringContext, byte: Register, kind: str) -> Register:
+    """An i8 element (the low byte of a .b16) sign- ("s") or zero-extended to 16 bits."""
+    if kind == "s":
+        return ctx.builder.compute("cvt.s16.s8", "b16", byte)
+    return ctx.builder.compute("and.b16", "b16", byte, 0xFF)
+
+
+def compare_predicates(ctx: LoweringContext, predicate: int, x: Register, y: Register
+                       ) -> Register:
+    """arith.cmpi of two i1 values (true is 1 unsigned, -1 signed), by predicate logic."""
+    b = ctx.builder
+    comparison, signed = CMPI[predicate]
+    if comparison in ("eq", "ne"):
+        differ = b.compute("xor.pred", "pred", x, y)
+        return differ if comparison == "ne" else b.compute("not.pred", "pred", differ)
+    if signed:  # as signed values true (-1) < false (0): compare the operands swapped
+        x, y = y, x
+    # unsigned: x < y is !x & y; x <= y is !x | y; x > y is x & !y; x >= y is x | !y
+    if comparison in ("lt", "le"):
+        x, y = b.compute("not.pred", "pred", x), y
+    else:
+        y = b.compute("not.pred", "pred", y)
+    return b.compute(f"{'and' if comparison in ('lt', 'gt') else 'or'}.pred", "pred", x, y)
 
 
 def lower_vector_select(ctx: LoweringContext, op: arith.SelectOp) -> None:
@@ -132,6 +170,15 @@ def lower_vector_select(ctx: LoweringContext, op: arith.SelectOp) -> None:
         predicate = ctx.get(condition)
         if not isinstance(predicate, ScalarValue):
             raise error_at(op, "expects an i1 condition")
+        if predicate.constant is not None:
+            ctx.set(op.result, a if predicate.constant else b)
+            return
+        if a.element.scalar == "pred":
+            mask = FragmentedArray(a.layout, a.shape, a.element,
+                                   tuple((predicate.operand,) * len(v) for v in a.vectors),
+                                   a.vector_length)
+            _select_predicates(ctx, op, mask, a, b)
+            return
         vectors = tuple(tuple(ctx.builder.compute(f"selp.b{register_bits(a.element, a.pack)}",
                                                   a.register_type, x, y, predicate.operand)
                               for x, y in zip(va, vb, strict=True))
@@ -140,6 +187,9 @@ def lower_vector_select(ctx: LoweringContext, op: arith.SelectOp) -> None:
                                            a.vector_length))
         return
     mask = ctx.array(op, condition)
+    if a.element.scalar == "pred":
+        _select_predicates(ctx, op, mask, a, b)
+        return
     elements_a, elements_b = _Elements(ctx, a), _Elements(ctx, b)
 
     def make(v: int, i: int) -> Register:
@@ -149,9 +199,27 @@ def lower_vector_select(ctx: LoweringContext, op: arith.SelectOp) -> None:
     _build(ctx, op, make)
 
 
+def _select_predicates(ctx: LoweringContext, op: arith.SelectOp, mask: FragmentedArray,
+                       a: FragmentedArray, b: FragmentedArray) -> None:
+    """select of i1 vectors (PTX has no selp.pred): (c & a) | (!c & b)."""
+    builder = ctx.builder
+
+    def make(v: int, i: int) -> Register:
+        c = mask.vectors[v][i]
+        chosen = builder.compute("and.pred", "pred", c, a.vectors[v][i])
+        other = builder.compute("and.pred", "pred", builder.compute("not.pred", "pred", c),
+                                b.vectors[v][i])
+        return builder.compute("or.pred", "pred", chosen, other)
+
+    _build(ctx, op, make)
+
+
 @lowering_rule(*CONVERSIONS)
 def _convert(ctx: LoweringContext, op: arith.SIToFPOp | arith.UIToFPOp | arith.FPToSIOp
              | arith.FPToUIOp) -> None:
+    """int <-> float, one cvt per element (integers rounded to nearest even, floats toward
+    zero). i1 converts by selection and by the lowest bit; i8 <-> bf16 goes through 32-bit
+    integers (PTX has no cvt between them; both steps are exact or saturate)."""
     source = ctx.array(op, op.in_)
     target = vector_element_type(ir.VectorType(op.out.type).element_type)
     if target is None:
@@ -159,15 +227,39 @@ def _convert(ctx: LoweringContext, op: arith.SIToFPOp | arith.UIToFPOp | arith.F
     _no_fp8(op, source.element, target)
     rounding, signed = CONVERSIONS[type(op)]
     to_float = isinstance(op, TO_FLOAT)
-    integer = source.element if to_float else target
-    int_type = f"{'s' if signed else 'u'}{integer.bits}"
-    opcode = (f"cvt.{rounding}.{target.scalar}.{int_type}" if to_float
-              else f"cvt.{rounding}.{int_type}.{source.element.scalar}")
+    integer, number = (source.element, target) if to_float else (target, source.element)
+    kind = "s" if signed else "u"
     elements = _Elements(ctx, source)
+    b = ctx.builder
+    if integer.scalar == "pred" and to_float:
+        true = -1.0 if signed else 1.0  # a signed i1 that is set is -1
+        if number.name in ("f32", "f64"):
+            opcode, values = f"selp.{number.name}", (Immediate(true, number.name),
+                                                      Immediate(0.0, number.name))
+        else:  # 16-bit floats: their bit patterns
+            opcode, values = "selp.b16", (Immediate(value_bits(number, true)), Immediate(0))
 
-    def make(v: int, i: int) -> Register:
-        return ctx.builder.compute(opcode, target.scalar if to_float else int_type,
-                                   elements(v, i))
+        def make(v: int, i: int) -> Register:
+            return b.compute(opcode, number.scalar, *values, elements(v, i))
+    elif integer.scalar == "pred":  # fptosi/fptoui to i1: the lowest bit of the integer
+        def make(v: int, i: int) -> Register:
+            whole = b.compute(f"cvt.rzi.{kind}32.{number.scalar}", "b32", elements(v, i))
+            low = b.compute("and.b32", "b32", whole, 1)
+            return b.compute("setp.ne.b32", "pred", low, 0)
+    elif integer.bits == 8 and number.name == "bf16":
+        def make(v: int, i: int) -> Register:
+            if to_float:
+                wide = b.compute(f"cvt.{kind}32.{kind}8", "b32", elements(v, i))
+                return b.compute(f"cvt.rn.bf16.{kind}32", "bf16", wide)
+            wide = b.compute(f"cvt.rzi.{kind}32.bf16", "b32", elements(v, i))
+            return b.compute(f"cvt.{kind}8.{kind}32", "b16", wide)
+    else:
+        int_type = f"{kind}{integer.bits}"
+        opcode = (f"cvt.{rounding}.{target.scalar}.{int_type}" if to_float
+                  else f"cvt.{rounding}.{int_type}.{source.element.scalar}")
+
+        def make(v: int, i: int) -> Register:
+            return b.compute(opcode, target.scalar if to_float else int_type, elements(v, i))
 
     _build(ctx, op, make)
 
@@ -176,28 +268,52 @@ def _convert(ctx: LoweringContext, op: arith.SIToFPOp | arith.UIToFPOp | arith.F
 def _integer_width(ctx: LoweringContext, op: arith.ExtSIOp | arith.ExtUIOp | arith.TruncIOp
                    ) -> None:
     """Integer widening (sign- or zero-extending) and narrowing (keeping the low bits); an i1
-    widens to -1/0 (extsi) or 1/0 (extui) and narrows from the lowest bit."""
+    widens to -1/0 (extsi) or 1/0 (extui) and narrows from the lowest bit. On vectors, or on
+    uniform scalars (folded when constant)."""
+    if not isinstance(op.out.type, ir.VectorType):
+        _scalar_width(ctx, op)
+        return
     source = ctx.array(op, op.in_)
     target = vector_element_type(ir.VectorType(op.out.type).element_type)
     if target is None or target.is_float or source.element.is_float:
         raise error_at(op, f"vectors of {op.out.type} are not supported")
-    b = ctx.builder
     elements = _Elements(ctx, source)
-    sign_extends = isinstance(op, arith.ExtSIOp)
-    signed = "s" if sign_extends else "u"
+    _build(ctx, op, lambda v, i: _resize(ctx, op, source.element, target, elements(v, i)))
+
+
+def _resize(ctx: LoweringContext, op: arith.ExtSIOp | arith.ExtUIOp | arith.TruncIOp,
+            source: ElementType, target: ElementType, value: Register) -> Register:
+    """One integer (an i8 in the low byte of a .b16, an i1 in a predicate) of `source`
+    type as `target`."""
+    b = ctx.builder
     if target.scalar == "pred":  # trunci to i1: the lowest bit
-        def make(v: int, i: int) -> Register:
-            low = b.compute(f"and.b{source.element.bits}", f"b{source.element.bits}",
-                            elements(v, i), 1)
-            return b.compute(f"setp.ne.b{source.element.bits}", "pred", low, 0)
-    elif source.element.scalar == "pred":
-        true = -1 if sign_extends else 1
+        bits = max(source.bits, 16)
+        low = b.compute(f"and.b{bits}", f"b{bits}", value, 1)
+        return b.compute(f"setp.ne.b{bits}", "pred", low, 0)
+    if source.scalar == "pred":
+        true = -1 if isinstance(op, arith.ExtSIOp) else 1
+        bits = max(target.bits, 16)
+        return b.compute(f"selp.b{bits}", f"b{bits}", true, 0, value)
+    kind = "s" if isinstance(op, arith.ExtSIOp) else "u"
+    return b.compute(f"cvt.{kind}{target.bits}.{kind}{source.bits}", target.scalar, value)
 
-        def make(v: int, i: int) -> Register:
-            return b.compute(f"selp.b{target.bits}", target.scalar, true, 0, elements(v, i))
-    else:
-        def make(v: int, i: int) -> Register:
-            return b.compute(f"cvt.{signed}{target.bits}.{signed}{source.element.bits}",
-                             target.scalar, elements(v, i))
 
-    _build(ctx, op, make)
+def _scalar_width(ctx: LoweringContext, op: arith.ExtSIOp | arith.ExtUIOp | arith.TruncIOp
+                  ) -> None:
+    """extsi / extui / trunci of a uniform integer (canonicalization makes extui of an i1
+    from a select of 1 and 0)."""
+    source = ctx.scalar(op, op.in_)
+    target = element_type(op.out.type)
+    if target is None or target.is_float or source.type.is_float:
+        raise error_at(op, f"scalars of {op.out.type} are not supported")
+    if source.constant is not None:
+        value = int(source.constant) % (1 << source.type.bits)
+        if isinstance(op, arith.ExtSIOp) and value >> (source.type.bits - 1):
+            value -= 1 << source.type.bits
+        value %= 1 << target.bits
+        if target.bits > 1 and value >> (target.bits - 1):
+            value -= 1 << target.bits
+        ctx.set(op.out, constant_scalar(value, target))
+        return
+    register = _resize(ctx, op, source.type, target, source.operand)
+    ctx.set(op.out, ScalarValue(register, target, 1))

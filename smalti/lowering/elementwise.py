@@ -3,30 +3,22 @@ float conversions, fp8 ones through PTX's pair conversions (.e4m3x2 / .e5m2x2)."
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 
-import ml_dtypes
-import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith
 from jaxlib.mlir.dialects import math as math_ops
 
 from smalti.dialect.diagnostics import error_at
-from smalti.lowering import packing
+from smalti.lowering import float_math, packing
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
-from smalti.lowering.scalar import constant_scalar, scalar_add, scalar_mul, scalar_sub
 from smalti.lowering.values import (
     ELEMENT_TYPES,
     ElementType,
     FragmentedArray,
-    ScalarValue,
-    element_type,
     elements_per_register,
     fragment_geometry,
-    register_bits,
-    register_type,
     vector_element_type,
 )
 from smalti.ptx import Immediate, KernelBuilder, Register
@@ -78,27 +70,21 @@ FLOAT_VIA_F32: dict[type[ir.OpView], F32Computation] = {
     math_ops.Exp2Op: _f32("ex2.approx"),
     math_ops.LogOp: _scaled("lg2.approx", None, LN_2),
     math_ops.Log2Op: _f32("lg2.approx"),
+    math_ops.FloorOp: float_math.rounded("rmi"),
+    math_ops.CeilOp: float_math.rounded("rpi"),
+    math_ops.TruncOp: float_math.rounded("rzi"),
+    math_ops.RoundEvenOp: float_math.rounded("rni"),
+    math_ops.RoundOp: float_math.round_half_away,
+    math_ops.CopySignOp: float_math.copysign,
+    math_ops.SinOp: float_math.trigonometric("sin"),
+    math_ops.CosOp: float_math.trigonometric("cos"),
+    math_ops.PowFOp: float_math.powf,
+    arith.RemFOp: float_math.remf,
 }
-INTEGER_OPS: dict[type[ir.OpView], str] = {
-    arith.AddIOp: "add.{s}",
-    arith.SubIOp: "sub.{s}",
-    arith.MulIOp: "mul.lo.{s}",
-    arith.MaxSIOp: "max.{s}",
-    arith.MinSIOp: "min.{s}",
-    arith.MaxUIOp: "max.{u}",
-    arith.MinUIOp: "min.{u}",
-    arith.AndIOp: "and.{b}",
-    arith.OrIOp: "or.{b}",
-    arith.XOrIOp: "xor.{b}",
-}
-LOGICAL_OPS = (arith.AndIOp, arith.OrIOp, arith.XOrIOp)  # the integer ops i1 vectors have
-# Index arithmetic the scalar rules fold (smalti.lowering.scalar); on vectors, elementwise.
-SCALAR_INTEGER_OPS = {arith.AddIOp: scalar_add, arith.SubIOp: scalar_sub,
-                      arith.MulIOp: scalar_mul}
 FP8_NAMES = {"f8E4M3FN": "e4m3x2", "f8E5M2": "e5m2x2"}  # PTX's pair type of each fp8 format
 
 
-def _result_array(ctx: LoweringContext, op: ir.OpView, element: ElementType,
+def result_array(ctx: LoweringContext, op: ir.OpView, element: ElementType,
                   make_register) -> FragmentedArray:
     """Build the result array of `op` register by register with `make_register(v, k)`."""
     result = op.result
@@ -110,7 +96,8 @@ def _result_array(ctx: LoweringContext, op: ir.OpView, element: ElementType,
     return FragmentedArray(layout, shape, element, vectors, length)
 
 
-def _operands(ctx: LoweringContext, op: ir.OpView) -> list[FragmentedArray]:
+def vector_operands(ctx: LoweringContext, op: ir.OpView) -> list[FragmentedArray]:
+    """The op's vector operands, each checked to have the result's layout."""
     arrays = [ctx.array(op, v) for v in op.operation.operands]
     layout = layouts_of(op, "out_layouts", 1)[0]
     for i, array in enumerate(arrays):
@@ -121,7 +108,7 @@ def _operands(ctx: LoweringContext, op: ir.OpView) -> list[FragmentedArray]:
 
 
 def lower_elementwise(ctx: LoweringContext, op: ir.OpView) -> None:
-    """Lower an elementwise arith/math op on vectors."""
+    """Lower an elementwise float arith/math op on vectors (integer ops: integer.py)."""
     kind = type(op)
     element = vector_element_type(ir.VectorType(op.result.type).element_type)
     if element is None:
@@ -129,27 +116,19 @@ def lower_elementwise(ctx: LoweringContext, op: ir.OpView) -> None:
     if element.name in FP8_NAMES:
         raise error_at(op, f"has no lowering for vectors of {element.name}: PTX computes "
                            "nothing in fp8; arith.extf to f32 first")
-    operands = _operands(ctx, op)
+    if not element.is_float:
+        raise error_at(op, f"has no lowering for vectors of {element.name}")
+    operands = vector_operands(ctx, op)
     b = ctx.builder
-    if element.scalar == "pred" and kind not in LOGICAL_OPS:
-        raise error_at(op, "vectors of i1 support only andi, ori and xori")
-    if kind in INTEGER_OPS and not element.is_float:
-        bits = "pred" if element.scalar == "pred" else f"b{element.bits}"
-        opcode = INTEGER_OPS[kind].format(s=element.scalar, b=bits, u=f"u{element.bits}")
-
-        def make(v: int, k: int) -> Register:
-            return b.compute(opcode, element.scalar, *(a.vectors[v][k] for a in operands))
-    elif kind in FLOAT_NATIVE and element.is_float:
+    if kind in FLOAT_NATIVE:
         def make(v: int, k: int) -> Register:
             rtype = operands[0].register_type
             return b.compute(f"{FLOAT_NATIVE[kind]}.{rtype}", rtype,
                              *(a.vectors[v][k] for a in operands))
-    elif kind in FLOAT_VIA_F32 and element.is_float:
+    else:
         def make(v: int, k: int) -> Register:
             return _via_f32(ctx, FLOAT_VIA_F32[kind], operands, v, k)
-    else:
-        raise error_at(op, f"has no lowering for vectors of {element.name}")
-    ctx.set(op.result, _result_array(ctx, op, element, make))
+    ctx.set(op.result, result_array(ctx, op, element, make))
 
 
 def _via_f32(ctx: LoweringContext, compute: F32Computation, operands: list[FragmentedArray],
@@ -174,40 +153,11 @@ def unpack(ctx: LoweringContext, array: FragmentedArray, reg: Register) -> list[
     return packing.elements(ctx, array.element, reg, array.pack)
 
 
-@lowering_rule(*(c for c in (*FLOAT_NATIVE, *FLOAT_VIA_F32, *INTEGER_OPS)
-                 if c not in SCALAR_INTEGER_OPS))
+@lowering_rule(*FLOAT_NATIVE, *FLOAT_VIA_F32)
 def _elementwise(ctx: LoweringContext, op: ir.OpView) -> None:
+    if not isinstance(op.operation.results[0].type, ir.VectorType):
+        raise error_at(op, "float scalars are not supported; compute on vectors")
     lower_elementwise(ctx, op)
-
-
-@lowering_rule(*SCALAR_INTEGER_OPS)
-def _integer_binary(ctx: LoweringContext, op: arith.AddIOp | arith.SubIOp | arith.MulIOp
-                    ) -> None:
-    """Index arithmetic on uniform scalars (folded where it can be); elementwise on vectors."""
-    if isinstance(op.result.type, ir.VectorType):
-        lower_elementwise(ctx, op)
-        return
-    lhs, rhs = ctx.scalar(op, op.lhs), ctx.scalar(op, op.rhs)
-    ctx.set(op.result, SCALAR_INTEGER_OPS[type(op)](ctx, lhs, rhs))
-
-
-@lowering_rule(arith.ConstantOp)
-def _constant(ctx: LoweringContext, op: arith.ConstantOp) -> None:
-    """A scalar constant is an immediate; a vector constant a splat register."""
-    result, attr = op.result, op.value
-    if isinstance(result.type, ir.VectorType):
-        splat_constant(ctx, op, attr)
-        return
-    element = element_type(result.type)
-    if element is None:
-        raise error_at(op, f"constants of type {result.type} are not supported")
-    if isinstance(attr, ir.IntegerAttr):
-        ctx.set(result, constant_scalar(ir.IntegerAttr(attr).value, element))
-    elif isinstance(attr, ir.FloatAttr):
-        ctx.set(result, ScalarValue(Immediate(ir.FloatAttr(attr).value, element.scalar),
-                                    element, 0))
-    else:
-        raise error_at(op, f"unsupported constant {attr}")
 
 
 @lowering_rule(arith.ExtFOp, arith.TruncFOp)
@@ -268,50 +218,5 @@ def narrow_from_f32(ctx: LoweringContext, element: ElementType, values: list[Reg
     return b.compute(f"cvt.rn.{element.scalar}.f32", "b16", values[0])
 
 
-def splat_constant(ctx: LoweringContext, op: arith.ConstantOp, attr: ir.Attribute) -> None:
-    """A splat vector constant: one register (per packing) shared by every element."""
-    if not (isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat):
-        raise error_at(op, "non-splat vector constants are not supported yet")
-    vector_type = ir.VectorType(op.result.type)
-    element = vector_element_type(vector_type.element_type)
-    if element is None:
-        raise error_at(op, f"vector constants of {vector_type.element_type} are not supported")
-    layout = layouts_of(op, "out_layouts", 1)[0]
-    shape = tuple(vector_type.shape)
-    count, length = fragment_geometry(layout, shape)
-    pack = elements_per_register(element, length)
-    bits = constant_bits(element, ir.DenseElementsAttr(attr).get_splat_value())
-    bits = sum(bits << (element.bits * i) for i in range(pack))
-    reg = ctx.builder.reg(register_type(element, pack))
-    move = ("mov.pred" if element.scalar == "pred"
-            else f"mov.b{register_bits(element, pack)}")
-    ctx.builder.emit(move, reg, Immediate(bits))
-    vectors = tuple((reg,) * (length // pack) for _ in range(count))
-    ctx.set(op.result, FragmentedArray(layout, shape, element, vectors, length))
-
-
-def constant_bits(element: ElementType, attr: ir.Attribute) -> int:
-    """The bit pattern of a scalar constant attribute of `element` type."""
-    if isinstance(attr, ir.BoolAttr):
-        return int(ir.BoolAttr(attr).value)
-    if isinstance(attr, ir.IntegerAttr):
-        return ir.IntegerAttr(attr).value & ((1 << element.bits) - 1)
-    value = ir.FloatAttr(attr).value
-    match element.name:
-        case "f32":
-            return struct.unpack("<I", struct.pack("<f", value))[0]
-        case "f64":
-            return struct.unpack("<Q", struct.pack("<d", value))[0]
-        case "bf16":
-            return int(np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16))
-        case "f16":
-            return int(np.array(value, dtype=np.float16).view(np.uint16))
-        case "f8E4M3FN":
-            return int(np.array(value, dtype=ml_dtypes.float8_e4m3fn).view(np.uint8))
-        case "f8E5M2":
-            return int(np.array(value, dtype=ml_dtypes.float8_e5m2).view(np.uint8))
-    raise ValueError(f"no constant encoding for {element.name}")
-
-
-__all__ = ["ELEMENT_TYPES", "FP8_NAMES", "lower_elementwise", "narrow_from_f32", "splat_constant",
-           "unpack", "widen_to_f32"]
+__all__ = ["ELEMENT_TYPES", "FP8_NAMES", "lower_elementwise", "narrow_from_f32", "result_array",
+           "unpack", "vector_operands", "widen_to_f32"]

@@ -13,10 +13,13 @@ from smalti.dialect.kernel import KernelSignature, kernel_signature
 from smalti.dialect.launch import kernel_functions
 from smalti.lowering import (  # noqa: F401  (defining the rules registers them)
     barriers,
+    bitcast,
     compare,
+    constants,
     control,
     debug,
     elementwise,
+    integer,
     layout,
     memory,
     reductions,
@@ -58,23 +61,29 @@ def lower_module(module: ir.Operation) -> LoweredModule:
     if not lowered:
         raise error_at(module.location, "no kernel to lower: mark a func.func with "
                                         "'smalti.kernel'")
-    kernels, dynamic = _hoist_dynamic_shared(tuple(kernel for kernel, _ in lowered))
-    ptx = Module(version=PTX_VERSION, target=TARGET, kernels=kernels, globals=dynamic)
+    kernels, module_scope = _hoist_module_scope(tuple(kernel for kernel, _ in lowered))
+    ptx = Module(version=PTX_VERSION, target=TARGET, kernels=kernels, globals=module_scope)
     return LoweredModule(ptx, {signature.name: signature for _, signature in lowered})
 
 
-def _hoist_dynamic_shared(kernels: tuple[Kernel, ...]
-                          ) -> tuple[tuple[Kernel, ...], tuple[SharedDecl, ...]]:
-    """`.extern .shared` (dynamic) buffers live at module scope, once per name."""
-    dynamic: dict[str, SharedDecl] = {}
+def _at_module_scope(decl: SharedDecl) -> bool:
+    """`.extern .shared` (dynamic) buffers and `.global`/`.const` variables (constant
+    tables) are declared at module scope; static `.shared` buffers in their kernel."""
+    return decl.size is None or decl.state in ("global", "const")
+
+
+def _hoist_module_scope(kernels: tuple[Kernel, ...]
+                        ) -> tuple[tuple[Kernel, ...], tuple[SharedDecl, ...]]:
+    """The kernels without their module-scope declarations, and those, once per name."""
+    module_scope: dict[str, SharedDecl] = {}
     hoisted = []
     for kernel in kernels:
         for decl in kernel.shared:
-            if decl.size is None:
-                dynamic.setdefault(decl.name, decl)
+            if _at_module_scope(decl):
+                module_scope.setdefault(decl.name, decl)
         hoisted.append(dataclasses.replace(
-            kernel, shared=tuple(d for d in kernel.shared if d.size is not None)))
-    return tuple(hoisted), tuple(dynamic.values())
+            kernel, shared=tuple(d for d in kernel.shared if not _at_module_scope(d))))
+    return tuple(hoisted), tuple(module_scope.values())
 
 
 def lower_kernel(func: ir.Operation) -> tuple[Kernel, KernelSignature]:

@@ -60,6 +60,16 @@ class KernelBuilder:
         self._shared.append(SharedDecl(name, align, size))
         return Symbol(name)
 
+    def variable(self, hint: str, state: str, data: tuple[int, ...], *, align: int = 16
+                 ) -> Symbol:
+        """A fresh module-scope `.global` or `.const` byte array holding `data` (the module
+        declares it; its name is `hint` and a number)."""
+        index = self._label_counts[f"variable {hint}"]
+        self._label_counts[f"variable {hint}"] += 1
+        name = f"{hint}_{index}"
+        self._shared.append(SharedDecl(name, align, len(data), "b8", state, data))
+        return Symbol(name)
+
     def reg(self, ptx_type: str) -> Register:
         """A fresh register able to hold a value of `ptx_type`."""
         cls = register_class(ptx_type)
