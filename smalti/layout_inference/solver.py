@@ -557,31 +557,42 @@ class _Solver:
         return suggested
 
     def _candidates(self, root: int
-                    ) -> list[tuple[Layout, Hint | Derived | RelayoutAllowed | None]]:
+                    ) -> Iterator[tuple[Layout, Hint | Derived | RelayoutAllowed | None]]:
         """What to try for a class, in order, each with what proposed it: hints, then
-        suggestions, then the defaults cheapest first."""
+        suggestions, then the defaults cheapest first. Lazy: the defaults are costed only
+        if the hints and suggestions all fail (the search undoes each failed try, so the
+        state they are costed in is the one the class was opened in)."""
         vars_ = self.members[root]
-        ordered: list[tuple[Layout, Hint | Derived | RelayoutAllowed | None]] = [
-            (hint.layout, hint) for *_, hint in self.hints[root]]
-        ordered.extend(self._suggestions(root))
-        if vars_[0].domain == SMEM:  # no transforms at all is the fallback
-            ordered.append(((), None))
-        else:
-            bitwidth = max(v.bitwidth for v in vars_)
-            defaults: list[Layout] = []
-            for shape in dict.fromkeys(v.shape for v in vars_):
-                if (strided := widest_strided_layout(shape, bitwidth)) is not None:
-                    defaults.append(strided)
-            defaults.extend(FALLBACK_CANDIDATES)
-            ordered.extend((layout, None) for layout in self._by_cost(root, defaults))
-        kinds = [r.kinds for v in vars_ for r in self.allowed[v.id]]
-        first: dict[Layout, Hint | Derived | RelayoutAllowed | None] = {}
-        for layout, proposer in ordered:
-            first.setdefault(layout, proposer)
+        kinds = [tuple(r.kinds) for v in vars_ for r in self.allowed.get(v.id, ())]
         shapes = list({(v.shape, v.bitwidth): v for v in vars_}.values())  # one per shape
-        return [(layout, proposer) for layout, proposer in first.items()
-                if all(isinstance(layout, tuple(k)) for k in kinds)
-                and all(fits_variable(layout, v) for v in shapes)]
+        tried: set[Layout] = set()
+
+        def fresh(layout: Layout) -> bool:
+            if layout in tried:
+                return False
+            tried.add(layout)
+            return (all(isinstance(layout, k) for k in kinds)
+                    and all(fits_variable(layout, v) for v in shapes))
+
+        for *_, hint in self.hints[root]:
+            if fresh(hint.layout):
+                yield hint.layout, hint
+        for layout, proposer in self._suggestions(root):
+            if fresh(layout):
+                yield layout, proposer
+        if vars_[0].domain == SMEM:  # no transforms at all is the fallback
+            if fresh(()):
+                yield (), None
+            return
+        bitwidth = max(v.bitwidth for v in vars_)
+        defaults: list[Layout] = []
+        for shape in dict.fromkeys(v.shape for v in vars_):
+            if (strided := widest_strided_layout(shape, bitwidth)) is not None:
+                defaults.append(strided)
+        defaults.extend(FALLBACK_CANDIDATES)
+        for layout in self._by_cost(root, [d for d in defaults if d not in tried]):
+            if fresh(layout):
+                yield layout, None
 
     def _by_cost(self, root: int, layouts: list[Layout]) -> list[Layout]:
         """`layouts` that fit the class, cheapest first (stable): those within the register
@@ -589,16 +600,17 @@ class _Solver:
         neighbours, then fewest registers per thread; splat last (it holds one value, so it
         is the answer only when nothing distributed is)."""
         vars_ = self.members[root]
-        largest = max(vars_, key=lambda v: (math.prod(v.shape) * v.bitwidth, v.id))
+        shapes = list({(v.shape, v.bitwidth): v for v in vars_}.values())  # one per shape
+        largest = max(shapes, key=lambda v: (math.prod(v.shape) * v.bitwidth, v.id))
         neighbours = [(r, self.layout.get(self._find(
                           (r.target if self._find(r.source.id) == root else r.source).id)))
-                      for v in vars_ for r in self.relayouts[v.id]]
+                      for v in vars_ for r in self.relayouts.get(v.id, ())]
         assigned = [(r, layout) for r, layout in neighbours if layout is not None]
         fitting = [layout for layout in dict.fromkeys(layouts)
-                   if all(fits(layout, v.shape) for v in vars_)]
+                   if all(fits(layout, v.shape) for v in shapes)]
 
         def cost(layout: Layout) -> tuple[bool, bool, int, int]:
-            dear = any(too_dear(layout, v) is not None for v in vars_)
+            dear = any(too_dear(layout, v) is not None for v in shapes)
             steps = 0
             for r, other in () if dear else assigned:  # too dear: last, whatever it costs
                 source, target = ((layout, other) if self._find(r.source.id) == root
@@ -636,7 +648,7 @@ class _Solver:
                            list[tuple[Layout, str]]]] = []
         first_failure: Conflict | None = None
         while (root := self._next_open(order)) is not None:
-            candidates = iter(self._candidates(root))
+            candidates = self._candidates(root)
             mark = len(self.trail)
             attempts: list[tuple[Layout, str]] = []
             while True:
