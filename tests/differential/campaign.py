@@ -17,6 +17,7 @@ import queue as queue_module
 import shutil
 import tempfile
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,15 +46,20 @@ class Result:
 
     @property
     def is_new_finding(self) -> bool:
-        return self.outcome in (*FINDINGS, "timeout") and not self.known
+        """A finding not filed yet (or a failure of the tester itself)."""
+        return self.outcome in (*FINDINGS, "timeout", "tester-error") and not self.known
 
 
 def run_one(kind: str, seed: int, *, minimise: bool, out: Path | None,
             minimise_budget_s: float = 300) -> Result:
     """Generate, run, and (for a new finding) minimise and write one program."""
     start = time.monotonic()
-    program = generate(kind, seed)
-    outcome = run_program(program)
+    try:
+        program = generate(kind, seed)
+        outcome = run_program(program)
+    except Exception:  # the tester's own bug (generator, reference): reported, not blamed
+        return Result(kind, seed, "tester-error", traceback.format_exc().strip().splitlines()[-1],
+                      seconds=time.monotonic() - start, message=traceback.format_exc())
     seconds = time.monotonic() - start
     finding = minimised = None
     if outcome.is_finding and not outcome.known:
@@ -178,7 +184,11 @@ def _lost(kind: str, seed: int, why: str, seconds: float, minimise: bool,
     """A program whose worker crashed or hung: a finding, written unminimised (minimising
     would crash or hang the same way)."""
     outcome_kind = "timeout" if why.startswith("no result") else "crash"
-    program = generate(kind, seed)
+    try:
+        program = generate(kind, seed)
+    except Exception:
+        return Result(kind, seed, "tester-error", why, seconds=seconds,
+                      message=traceback.format_exc())
     finding = None
     if out is not None:
         finding = str(write_finding(program, Outcome(outcome_kind, why, why), out))

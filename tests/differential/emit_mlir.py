@@ -11,6 +11,7 @@ from tests.differential.ops import COMPARISONS, ELEMENTWISE, LAYOUTS, REDUCTIONS
 from tests.differential.program import (
     Affine,
     Apply,
+    Barrier,
     Broadcast,
     Cast,
     Compare,
@@ -112,6 +113,8 @@ class _Emitter:
         terms = []
         if affine.block:
             terms.append(self.scaled("%block", affine.block, depth))
+        if affine.dynamic:
+            terms.append(self.scaled("%dynamic", affine.dynamic, depth))
         for counter, coefficient in affine.counters:
             if coefficient:
                 terms.append(self.scaled(self.names[counter], coefficient, depth))
@@ -140,6 +143,9 @@ class _Emitter:
     def text(self) -> str:
         program = self.program
         params = ", ".join(f"%{r.name}: {memref_type(r.shape, r.dtype)}" for r in program.refs)
+        if program.dynamic is not None:
+            params += ", %dyn: i32"
+            self.emit("%dynamic = arith.index_cast %dyn : i32 to index", 1)
         grid = ", ".join(map(str, program.grid))
         if len(program.grid) == 2:  # the linear id, x major (as the reference numbers blocks)
             self.emit("%bx = gpu.block_id x", 1)
@@ -233,6 +239,10 @@ class _Emitter:
                           f"{n[s.big]}) <{{offsets = [{', '.join(map(str, s.offsets))}], "
                           f"strides = [{ones}]}}> : ({vector_type(types[s.small])}, "
                           f"{vector_type(types[s.big])}) -> {vector_type(types[s.out])}", depth)
+            case Barrier():
+                vtype = vector_type(types[s.value])
+                self.emit(f'{self.define(s.out)} = "smalti.optimization_barrier"({n[s.value]}) : '
+                          f"({vtype}) -> {vtype}", depth)
             case LayoutCast():
                 vtype = vector_type(types[s.value])
                 self.emit(f'{self.define(s.out)} = "smalti.layout_cast"({n[s.value]}) '
@@ -243,14 +253,7 @@ class _Emitter:
             case Loop():
                 self.loop(s, depth)
             case When():
-                condition = self.temp("w")
-                self.emit(f"{condition} = arith.cmpi slt, %block, "
-                          f"{self.index_constant(s.cutoff)} : index", depth)
-                self.emit(f"scf.if {condition} {{", depth)
-                self.body(s.then, depth + 1)
-                self.emit("} else {", depth)
-                self.body(s.otherwise, depth + 1)
-                self.emit("}", depth)
+                self.branch(s, depth)
             case _:
                 raise TypeError(s)
 
@@ -272,10 +275,44 @@ class _Emitter:
                 line = f"{op.mlir} {', '.join(args)}"
         self.emit(f"{self.define(s.out)} = {line} : {vector_type(vtype)}", depth)
 
+    def branch(self, s: When, depth: int) -> None:
+        condition = self.temp("w")
+        self.emit(f"{condition} = arith.cmpi slt, %block, {self.index_constant(s.cutoff)} : "
+                  "index", depth)
+        types = ", ".join(vector_type(self.types[v]) for v in s.outs)
+        head = f"scf.if {condition}"
+        if len(s.outs) == 1:
+            head = f"{self.define(s.outs[0])} = {head} -> ({types})"
+        elif s.outs:
+            name = self.temp("if")
+            for k, out in enumerate(s.outs):
+                self.names[out] = f"{name}#{k}"
+            head = f"{name}:{len(s.outs)} = {head} -> ({types})"
+        self.emit(f"{head} {{", depth)
+        for body, yields, close in ((s.then, s.then_yields, "} else {"),
+                                    (s.otherwise, s.otherwise_yields, "}")):
+            self.body(body, depth + 1)
+            if yields:
+                self.emit(f"scf.yield {', '.join(self.names[v] for v in yields)} : {types}",
+                          depth + 1)
+            self.emit(close, depth)
+
     def cast(self, s: Cast, depth: int) -> None:
         source_type, target_type = self.types[s.value], self.types[s.out]
         source, target = DTYPES[source_type.dtype], DTYPES[s.dtype]
         value, out = self.names[s.value], self.define(s.out)
+        special = {"bitcast": "arith.bitcast"}
+        if s.how == "unsigned":
+            special["unsigned"] = ("arith.uitofp" if target.is_float else "arith.fptoui"
+                                   if source.is_float else "arith.extui")
+        if s.how == "bits":
+            special["bits"] = ("arith.trunci" if source.is_int else "arith.fptosi"
+                               if source.is_float else "arith.sitofp" if target.is_float
+                               else "arith.extsi")
+        if s.how in special:
+            self.emit(f"{out} = {special[s.how]} {value} : {vector_type(source_type)} to "
+                      f"{vector_type(target_type)}", depth)
+            return
         if target.is_bool:
             zero = self.constant(0.0 if source.is_float else 0, source_type, depth)
             op = "arith.cmpf une" if source.is_float else "arith.cmpi ne"

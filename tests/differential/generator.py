@@ -16,11 +16,12 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from tests.differential.dtypes import ARGUMENT_DTYPES, DTYPES, FLOATS, INTS
+from tests.differential.dtypes import ARGUMENT_DTYPES, DTYPES, FLOATS, FP8, INTS
 from tests.differential.ops import COMPARISONS, ELEMENTWISE, LAYOUTS, REDUCTIONS, Elementwise
 from tests.differential.program import (
     Affine,
     Apply,
+    Barrier,
     Broadcast,
     Cast,
     Compare,
@@ -45,7 +46,7 @@ from tests.differential.program import (
     operands,
     results,
 )
-from tests.differential.typecheck import value_types
+from tests.differential.typecheck import _castable, value_types
 
 SHAPES_2D = [((64, 16), 2), ((64, 128), 3), ((128, 128), 2), ((256, 64), 1), ((128, 64), 2),
              ((64, 64), 2), ((64, 32), 1), ((128, 32), 1)]
@@ -78,6 +79,8 @@ class Generator:
         self.outputs: list[Ref] = []
         self.slots = 0
         self.statements = 0
+        # .mlir: sometimes a scalar i32 argument that windows are offset by
+        self.dynamic = self.rng.randint(0, 9) if kind == "mlir" and self.chance(0.25) else None
 
     # -- choices -----------------------------------------------------------------------------
     def pick(self, weighted):
@@ -105,7 +108,11 @@ class Generator:
         return self.pick([("f32", 6), ("bf16", 3), ("f16", 2)])
 
     def any_dtype(self) -> str:
+        """A type arithmetic is done in."""
         return self.pick([("f32", 6), ("bf16", 3), ("f16", 2), ("i32", 3), ("i16", 0.5)])
+
+    def computes(self, vtype: VType) -> bool:
+        return DTYPES[vtype.dtype].computes and not DTYPES[vtype.dtype].is_bool
 
     def shape(self, rank: int | None = None) -> tuple[int, ...]:
         rank = rank or self.pick([(2, 3), (1, 1)])
@@ -128,6 +135,9 @@ class Generator:
         dtype = DTYPES[vtype.dtype]
         if vtype.dtype in ARGUMENT_DTYPES[self.kind] and self.chance(0.8):
             return self.load(scope, vtype)
+        if not dtype.computes:  # fp8: converted from f32
+            source = self.value(scope, VType(vtype.shape, "f32"))
+            return self.define(scope, Cast(self.fresh(), source, vtype.dtype), vtype)
         if dtype.is_bool:
             source = self.value(scope, VType(vtype.shape, self.any_dtype()))
             return self.compare(scope, source)
@@ -172,18 +182,21 @@ class Generator:
             if scope.counters and d == counter_dim and self.chance(0.7):
                 name, _ = self.rng.choice(scope.counters)
                 counters = ((name, self.rng.choice([size, size, 8, 1])),)
-            starts.append(Affine(const, block, counters))
+            dynamic = self.rng.choice([1, 1, 8]) if self.dynamic is not None and self.chance(
+                0.4) else 0
+            starts.append(Affine(const, block, counters, dynamic))
         extents = self.inputs[ref][1]
         for d, (start, size) in enumerate(zip(starts, vtype.shape, strict=True)):
             largest = start.const + start.block * (self.blocks - 1) + sum(
-                c * dict(scope.counters)[n] for n, c in start.counters)
+                c * dict(scope.counters)[n] for n, c in start.counters) + start.dynamic * (
+                self.dynamic or 0)
             extents[d] = max(extents[d], largest + size)
         return self.define(scope, Load(self.fresh(), ref, tuple(starts), vtype), vtype)
 
     # -- actions -----------------------------------------------------------------------------
     def elementwise(self, scope: Scope, vtype: VType | None = None) -> str:
         if vtype is None:
-            source = self.existing(scope, lambda t: True)
+            source = self.existing(scope, lambda t: DTYPES[t.dtype].computes)
             vtype = dict(scope.values)[source] if source and self.chance(0.7) else VType(
                 self.shape(), self.any_dtype())
         kind = DTYPES[vtype.dtype].kind
@@ -225,6 +238,9 @@ class Generator:
         if DTYPES[vtype.dtype].is_bool and self.kind == "dsl":  # the DSL compares no bools
             vtype = VType(vtype.shape, "i32")
             source = self.define(scope, Cast(self.fresh(), source, "i32"), vtype)
+        if not DTYPES[vtype.dtype].computes:  # fp8 compares after extf
+            vtype = VType(vtype.shape, "f32")
+            source = self.define(scope, Cast(self.fresh(), source, "f32"), vtype)
         kind = DTYPES[vtype.dtype].kind
         predicates = [p for p in COMPARISONS.values() if p.kind == kind
                       and (p.dsl is not None or self.kind == "mlir")]
@@ -236,7 +252,7 @@ class Generator:
 
     def select(self, scope: Scope) -> str:
         vtype = VType(self.shape(), self.any_dtype())
-        source = self.existing(scope, lambda t: not DTYPES[t.dtype].is_bool)
+        source = self.existing(scope, lambda t: self.kind == "mlir" or not DTYPES[t.dtype].is_bool)
         if source is not None and self.chance(0.7):
             vtype = dict(scope.values)[source]
         condition = self.existing(scope, lambda t: t == VType(vtype.shape, "i1"))
@@ -244,7 +260,7 @@ class Generator:
             condition = self.compare(scope, self.value(scope, VType(vtype.shape,
                                                                     self.any_dtype())))
         true, false = self.value(scope, vtype), self.value(scope, vtype)
-        if self.chance(0.3):
+        if self.chance(0.3) and DTYPES[vtype.dtype].computes:
             false = self.constant(scope, vtype)
         return self.define(scope, Select(self.fresh(), condition, true, false), vtype)
 
@@ -254,15 +270,21 @@ class Generator:
         if source is None:
             source = self.value(scope, vtype)
         current = DTYPES[vtype.dtype]
-        targets = [d for d in (*FLOATS, *INTS, "i1") if d != vtype.dtype and not (
-            current.is_float and DTYPES[d].is_float and DTYPES[d].bits == current.bits)]
+        how = "astype"
+        if self.kind == "mlir" and self.chance(0.35):
+            how = self.rng.choice(["unsigned", "bits", "bitcast"])
+        targets = [d for d in (*FLOATS, *FP8, *INTS, "i1")
+                   if _castable(current, DTYPES[d], how)]
+        if not targets:
+            how = "astype"
+            targets = [d for d in (*FLOATS, *FP8, *INTS, "i1")
+                       if _castable(current, DTYPES[d], how)]
         target = self.rng.choice(targets)
-        return self.define(scope, Cast(self.fresh(), source, target),
+        return self.define(scope, Cast(self.fresh(), source, target, how),
                            VType(vtype.shape, target))
 
     def numeric_2d(self, scope: Scope) -> tuple[str, VType]:
-        source = self.existing(scope, lambda t: len(t.shape) == 2
-                               and not DTYPES[t.dtype].is_bool)
+        source = self.existing(scope, lambda t: len(t.shape) == 2 and self.computes(t))
         if source is None or self.chance(0.3):
             vtype = VType(self.shape(2), self.pick([("f32", 4), ("bf16", 2), ("f16", 1),
                                                     ("i32", 2)]))
@@ -316,8 +338,9 @@ class Generator:
         return self.define(scope, Broadcast(self.fresh(), source, shape, dim,
                                             self.rng.randrange(2)), VType(shape, dtype))
 
-    def transpose(self, scope: Scope) -> str:
-        source = self.existing(scope, lambda t: len(t.shape) == 2)
+    def transpose(self, scope: Scope, source: str | None = None) -> str:
+        if source is None or len(dict(scope.values)[source].shape) != 2:
+            source = self.existing(scope, lambda t: len(t.shape) == 2)
         if source is None:
             source = self.value(scope, VType(self.shape(2), self.any_dtype()))
         vtype = dict(scope.values)[source]
@@ -344,7 +367,7 @@ class Generator:
         for _ in range(100):
             offsets, sizes = [], []
             for d in shape:
-                choices = [c for c in (8, 16, 32, 64, 128) if c <= d]
+                choices = [c for c in (8, 16, 32, 64, 128) if c <= d] or [d]
                 size = self.rng.choice(choices)
                 if self.chance(0.9):
                     offset = self.rng.randrange(d // size) * size
@@ -357,8 +380,9 @@ class Generator:
         half = (shape[0] // 2, *shape[1:])
         return (0,) * len(shape), half
 
-    def slice(self, scope: Scope) -> str:
-        source = self.existing(scope, lambda t: math.prod(t.shape) >= 256)
+    def slice(self, scope: Scope, source: str | None = None) -> str:
+        if source is None or math.prod(dict(scope.values)[source].shape) < 256:
+            source = self.existing(scope, lambda t: math.prod(t.shape) >= 256)
         if source is None:
             source = self.value(scope, VType(self.shape(), self.any_dtype()))
         vtype = dict(scope.values)[source]
@@ -384,8 +408,10 @@ class Generator:
             value = self.define(scope, Cast(self.fresh(), value, target), VType(shape, target))
         return value
 
-    def layout_cast(self, scope: Scope) -> str:
-        source = self.existing(scope, lambda t: any(c.fits(t.shape) for c in LAYOUTS.values()))
+    def layout_cast(self, scope: Scope, source: str | None = None) -> str:
+        if source is None:
+            source = self.existing(scope, lambda t: any(c.fits(t.shape)
+                                                        for c in LAYOUTS.values()))
         if source is None:
             source = self.value(scope, VType(self.shape(), self.any_dtype()))
         vtype = dict(scope.values)[source]
@@ -395,8 +421,10 @@ class Generator:
         return self.define(scope, LayoutCast(self.fresh(), source, self.rng.choice(choices)),
                            vtype)
 
-    def round_trip(self, scope: Scope) -> str:
-        source = self.existing(scope, lambda t: not DTYPES[t.dtype].is_bool)
+    def round_trip(self, scope: Scope, source: str | None = None) -> str:
+        if source is None:
+            source = self.existing(scope, lambda t: self.kind == "mlir"
+                                   or not DTYPES[t.dtype].is_bool)
         if source is None:
             source = self.value(scope, VType(self.shape(), self.float_dtype()))
         vtype = dict(scope.values)[source]
@@ -413,7 +441,7 @@ class Generator:
         carried_count = self.pick([(1, 3), (2, 2)])
         inits = []
         for _ in range(carried_count):
-            source = self.existing(scope, lambda t: not DTYPES[t.dtype].is_bool)
+            source = self.existing(scope, lambda t: DTYPES[t.dtype].computes)
             if source is None or self.chance(0.3):
                 source = self.value(scope, VType(self.shape(), self.any_dtype()))
             inits.append(source)
@@ -426,6 +454,9 @@ class Generator:
                       [*scope.counters, (counter, largest)], scope.depth + 1)
         for _ in range(self.rng.randint(1, 4)):
             self.action(inner, nested=True)
+        trips = upper.evaluate(self.blocks - 1, {})
+        if scope.depth == 0 and trips and self.chance(0.3):
+            self.store_per_trip(inner, counter, trips)
         yields = []
         for name, vtype in zip(carried, types, strict=True):
             defined = [v for v, t in inner.values[len(scope.values):] if t == vtype]
@@ -440,6 +471,10 @@ class Generator:
 
     def elementwise_on(self, scope: Scope, value: str, vtype: VType) -> str:
         """A binary op of `value` with another value of its type (so loops carry changes)."""
+        if not DTYPES[vtype.dtype].computes:  # fp8: a select of it and another value
+            condition = self.compare(scope, self.value(scope, VType(vtype.shape, "f32")))
+            other = self.value(scope, vtype)
+            return self.define(scope, Select(self.fresh(), condition, value, other), vtype)
         kind = DTYPES[vtype.dtype].kind
         op = {"float": "addf", "int": "addi", "bool": "xor"}[kind]
         if kind == "float" and self.chance(0.5):
@@ -447,12 +482,52 @@ class Generator:
         other = self.value(scope, vtype)
         return self.define(scope, Apply(self.fresh(), op, (value, other)), vtype)
 
+    def branch(self, scope: Scope) -> None:
+        """scf.if with results: each branch computes a value of one type from values in
+        scope."""
+        source = self.existing(scope, lambda t: True) or self.value(
+            scope, VType(self.shape(), self.any_dtype()))
+        vtype = dict(scope.values)[source]
+        branches = []
+        for _ in range(2):
+            inner = Scope(list(scope.values), [], list(scope.counters), scope.depth + 1)
+            if self.chance(0.8):
+                result = self.elementwise_on(inner, self.value(inner, vtype), vtype)
+            else:
+                result = self.value(inner, vtype)
+            branches.append((tuple(inner.body), result))
+        (then, then_value), (otherwise, otherwise_value) = branches
+        out = self.fresh()
+        cutoff = self.rng.randint(1, max(self.blocks - 1, 1))
+        self.add(scope, When(cutoff, then, otherwise, (out,), (then_value,), (otherwise_value,)))
+        scope.values.append((out, vtype))
+
+    def barrier(self, scope: Scope) -> str:
+        source = self.existing(scope, lambda t: True) or self.value(
+            scope, VType(self.shape(), self.any_dtype()))
+        return self.define(scope, Barrier(self.fresh(), source), dict(scope.values)[source])
+
+    def fp8(self, scope: Scope) -> str:
+        """A float value through fp8 and back (saturating, rounding), or fp8 data moved."""
+        vtype = VType(self.shape(), self.rng.choice(FP8))
+        value = self.value(scope, vtype)
+        if self.chance(0.5):
+            mover = self.rng.choice([self.transpose, self.round_trip, self.layout_cast,
+                                     self.slice])
+            value = mover(scope, value)
+            vtype = dict(scope.values)[value]
+        wide = VType(vtype.shape, self.float_dtype())
+        if self.chance(0.6) and _castable(DTYPES[vtype.dtype], DTYPES[wide.dtype], "astype"):
+            value = self.define(scope, Cast(self.fresh(), value, wide.dtype), wide)
+        return value
+
     ACTIONS = [("load", 2), ("elementwise", 8), ("compare", 1.5), ("select", 1.5),
                ("cast", 2), ("reduce", 2), ("broadcast_back", 2), ("softmax", 0.7),
                ("broadcast", 1), ("transpose", 1.5), ("reshape", 1), ("slice", 1.5),
                ("insert", 0.7), ("iota", 0.7), ("layout_cast", 1.5), ("round_trip", 1),
-               ("loop", 1.2)]
-    MLIR_ONLY_ACTIONS = {"reshape", "insert"}
+               ("loop", 1.2), ("branch", 0.8), ("barrier", 0.3), ("fp8", 0.8),
+               ("folding", 0.6)]
+    MLIR_ONLY_ACTIONS = {"reshape", "insert", "branch", "barrier"}
 
     def action(self, scope: Scope, nested: bool = False) -> None:
         actions = [(a, w) for a, w in self.ACTIONS
@@ -475,11 +550,14 @@ class Generator:
         block's window, sometimes behind a When with another value in the other branch."""
         value, vtype = self.storable(scope, value, vtype)
         rank = len(vtype.shape)
-        block_dim = self.rng.randrange(rank)
-        shape = tuple(d * (self.blocks if i == block_dim else 1) for i, d in enumerate(vtype.shape))
+        block_dim, offset_dim = self.rng.randrange(rank), self.rng.randrange(rank)
+        offset = self.pick([(0, 8), (self.rng.randint(1, 7), 1), (8, 1)])
+        starts = tuple(Affine(offset if i == offset_dim else 0, d if i == block_dim else 0)
+                       for i, d in enumerate(vtype.shape))
+        shape = tuple(a.const + d * (self.blocks if i == block_dim else 1)
+                      for i, (a, d) in enumerate(zip(starts, vtype.shape, strict=True)))
         ref = Ref(f"out{len(self.outputs)}", shape, vtype.dtype, output=True)
         self.outputs.append(ref)
-        starts = tuple(Affine(0, d if i == block_dim else 0) for i, d in enumerate(vtype.shape))
         if self.chance(0.2):
             branch = Scope(list(scope.values), [], [], scope.depth + 1)
             other = self.elementwise_on(branch, value, vtype)
@@ -492,6 +570,50 @@ class Generator:
         else:
             self.add(scope, Store(value, ref.name, starts))
 
+    def store_per_trip(self, scope: Scope, counter: str, trips: int) -> None:
+        """In a loop body: store a value of the body into an output of its own, one window
+        per trip (and per block)."""
+        defined = [(n, t) for n, t in scope.values if n.startswith(("v", "c"))][-6:]
+        if not defined:
+            return
+        value, vtype = self.storable(scope, *self.rng.choice(defined))
+        dim = self.rng.randrange(len(vtype.shape))
+        size = vtype.shape[dim]
+        block = trips * size if self.blocks > 1 else 0
+        starts = tuple(Affine(0, block, ((counter, size),)) if i == dim else Affine()
+                       for i in range(len(vtype.shape)))
+        shape = tuple(d * trips * self.blocks if i == dim else d
+                      for i, d in enumerate(vtype.shape))
+        ref = Ref(f"out{len(self.outputs)}", shape, vtype.dtype, output=True)
+        self.outputs.append(ref)
+        self.add(scope, Store(value, ref.name, starts))
+
+    def folding(self, scope: Scope) -> str:
+        """An expression over constants and iotas only, which canonicalization folds (or
+        does not) before anything runs."""
+        vtype = VType(self.shape(), self.any_dtype())
+        leaves = []
+        for _ in range(2):
+            if self.chance(0.3):
+                iota = VType(vtype.shape, "i32")
+                leaf = self.define(scope, Iota(self.fresh(), iota,
+                                               self.rng.randrange(len(vtype.shape))), iota)
+                if vtype.dtype != "i32":
+                    leaf = self.define(scope, Cast(self.fresh(), leaf, vtype.dtype), vtype)
+            else:
+                leaf = self.constant(scope, vtype)
+            leaves.append(leaf)
+        kind = DTYPES[vtype.dtype].kind
+        ops = [op for op in ELEMENTWISE.values() if op.kind == kind and op.arity == 2
+               and self.allowed(op)]
+        op = self.rng.choices(ops, [o.weight for o in ops])[0]
+        value = self.define(scope, Apply(self.fresh(), op.name, tuple(leaves)), vtype)
+        if self.kind == "mlir" and math.prod(vtype.shape) >= 256 and self.chance(0.4):
+            offsets, sizes = self.sub_shape(vtype.shape)
+            small = self.constant(scope, VType(sizes, vtype.dtype))
+            value = self.define(scope, Insert(self.fresh(), small, value, offsets), vtype)
+        return value
+
     def storable(self, scope: Scope, value: str, vtype: VType) -> tuple[str, VType]:
         if vtype.dtype in ARGUMENT_DTYPES[self.kind] and not (vtype.dtype == "i1"
                                                               and self.chance(0.7)):
@@ -501,7 +623,7 @@ class Generator:
 
     def program(self) -> Program:
         top = Scope([], [])
-        for _ in range(self.rng.randint(2, 9)):
+        for _ in range(self.rng.randint(1, 7)):
             if self.statements >= MAX_VALUES:
                 break
             self.action(top)
@@ -512,7 +634,7 @@ class Generator:
             self.store(top, name, vtype)
         refs = [Ref(name, tuple(extents), dtype) for name, (dtype, extents) in self.inputs.items()]
         program = Program(self.kind, self.seed, self.grid, (*refs, *self.outputs),
-                          tuple(top.body))
+                          tuple(top.body), self.dynamic)
         value_types(program)  # the generator's own check
         return program
 

@@ -20,6 +20,7 @@ from tests.differential.dtypes import ARGUMENT_DTYPES, DTYPES
 from tests.differential.program import (
     Affine,
     Apply,
+    Barrier,
     Broadcast,
     Const,
     Iota,
@@ -85,7 +86,7 @@ def size(program: Program) -> tuple[int, int, int, int]:
     for s in walk(program.body):
         frills += bool(getattr(s, "literal", False)) + bool(getattr(s, "style", 0))
         for a in getattr(s, "starts", ()):
-            frills += bool(a.const) + bool(a.block) + len(a.counters)
+            frills += bool(a.const) + bool(a.block) + len(a.counters) + bool(a.dynamic)
     return (statements, elements, program.blocks, frills)
 
 
@@ -131,9 +132,10 @@ def drop_outputs(program: Program) -> Iterator[Program]:
 def take_branches(program: Program) -> Iterator[Program]:
     whens = [s for s in walk(program.body) if isinstance(s, When)]
     for when in whens:
-        for branch in (when.then, when.otherwise):
-            yield _with_body(program, map_statements(
-                program.body, lambda s, w=when, b=branch: b if s == w else s))
+        for branch, yields in ((when.then, when.then_yields),
+                               (when.otherwise, when.otherwise_yields)):
+            body = map_statements(program.body, lambda s, w=when, b=branch: b if s == w else s)
+            yield _with_body(program, rename(body, dict(zip(when.outs, yields, strict=True))))
 
 
 def unloop(program: Program) -> Iterator[Program]:
@@ -177,7 +179,7 @@ def bypass(program: Program) -> Iterator[Program]:
     """A result replaced by one of its operands of the same type."""
     types = value_types(program)
     for s in _definitions(program):
-        if isinstance(s, LayoutCast | SmemRoundTrip):
+        if isinstance(s, LayoutCast | SmemRoundTrip | Barrier):
             choices = [s.value]
         elif isinstance(s, Apply):
             choices = list(dict.fromkeys(s.args))
@@ -296,6 +298,8 @@ def _resized(s: Statement, old: int, new: int) -> Statement:
 
 
 def one_block(program: Program) -> Iterator[Program]:
+    if program.dynamic:
+        yield dataclasses.replace(program, dynamic=0)
     if program.blocks > 1:
         yield dataclasses.replace(program, grid=(1,))
         if len(program.grid) == 2:
@@ -308,8 +312,10 @@ def plain_windows(program: Program) -> Iterator[Program]:
         if not isinstance(s, Load | Store):
             continue
         for d, a in enumerate(s.starts):
-            for simpler in (Affine(0, a.block, a.counters), Affine(a.const, 0, a.counters),
-                            Affine(a.const, a.block)):
+            for simpler in (Affine(0, a.block, a.counters, a.dynamic),
+                            Affine(a.const, 0, a.counters, a.dynamic),
+                            Affine(a.const, a.block, (), a.dynamic),
+                            Affine(a.const, a.block, a.counters)):
                 if simpler != a:
                     starts = (*s.starts[:d], simpler, *s.starts[d + 1:])
                     yield _with_body(program, map_statements(

@@ -399,6 +399,18 @@ LAYOUTS: dict[str, LayoutChoice] = {c.name: c for c in [
                  "tiled<tiling = [[8, 64], [8, 16], [8, 8], [2, 1]], warp = [-7], "
                  "lane = [-3, -4], vector = -2>",
                  lambda s: len(s) == 2 and s[0] % 8 == 0 and s[1] % 64 == 0),
+    LayoutChoice("wgmma_8bit", "tiled<tiling = [[64, 16], [16, 16], [8, 16], [4]], warp = [-7], "
+                               "lane = [-3, -2], vector = -1>",
+                 lambda s: len(s) == 2 and s[0] % 64 == 0 and s[1] % 16 == 0),
+    LayoutChoice("wgmma_tf32_a", "tiled<tiling = [[64, 4], [16, 4], [8, 4], [1]], warp = [-7], "
+                                 "lane = [-3, -2], vector = -1>",
+                 lambda s: len(s) == 2 and s[0] % 64 == 0 and s[1] % 4 == 0),
+    LayoutChoice("wgmma_upcast_2x", "tiled<tiling = [[64, 16], [16, 16], [8, 16], [8], [4]], "
+                                    "warp = [-8], lane = [-4, -2, -3], vector = -1>",
+                 lambda s: len(s) == 2 and s[0] % 64 == 0 and s[1] % 16 == 0),
+    LayoutChoice("wgmma_upcast_4x", "tiled<tiling = [[64, 32], [16, 32], [8, 32], [8]], "
+                                    "warp = [-7], lane = [-3, -2], vector = -1>",
+                 lambda s: len(s) == 2 and s[0] % 64 == 0 and s[1] % 32 == 0),
     LayoutChoice("wgmma_row", "tiled<tiling = [[64], [16], [8], [1]], warp = [-4], "
                               "lane = [-2, r4], vector = -1>",
                  lambda s: len(s) == 1 and s[0] % 64 == 0),

@@ -35,14 +35,17 @@ class VType:
 
 @dataclass(frozen=True)
 class Affine:
-    """An index: const + block * (the block's linear id) + sum(coefficient * loop counter)."""
+    """An index: const + block * (the block's linear id) + sum(coefficient * loop counter)
+    + dynamic * (the program's scalar argument, `Program.dynamic`; .mlir only)."""
 
     const: int = 0
     block: int = 0
     counters: tuple[tuple[str, int], ...] = ()
+    dynamic: int = 0
 
-    def evaluate(self, block: int, counters: dict[str, int]) -> int:
-        return self.const + self.block * block + sum(c * counters[n] for n, c in self.counters)
+    def evaluate(self, block: int, counters: dict[str, int], dynamic: int | None = None) -> int:
+        return (self.const + self.block * block + sum(c * counters[n] for n, c in self.counters)
+                + self.dynamic * (dynamic or 0))
 
 
 @dataclass(frozen=True)
@@ -118,11 +121,14 @@ class Select:
 
 @dataclass(frozen=True)
 class Cast:
-    """Element conversion with the DSL's `astype` semantics (numpy's)."""
+    """Element conversion. `how`: "astype" (the DSL's, numpy's meaning); .mlir only:
+    "unsigned" (uitofp, fptoui, extui: integers read unsigned), "bits" (i1 as a bit: trunci
+    to i1 keeps the lowest bit, extsi/sitofp of i1 give -1), "bitcast" (the same bits)."""
 
     out: str
     value: str
     dtype: str
+    how: str = "astype"
 
 
 @dataclass(frozen=True)
@@ -214,17 +220,31 @@ class Loop:
 
 @dataclass(frozen=True)
 class When:
-    """`if block < cutoff: then else: otherwise`, for stores (DSL: two sd.when)."""
+    """`if block < cutoff: then else: otherwise` (DSL: two sd.when), for stores; .mlir only:
+    with results (`outs[k]` is `then_yields[k]` or `otherwise_yields[k]`)."""
 
     cutoff: int
     then: tuple[Statement, ...]
     otherwise: tuple[Statement, ...]
+    outs: tuple[str, ...] = ()
+    then_yields: tuple[str, ...] = ()
+    otherwise_yields: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """smalti.optimization_barrier of one value (.mlir only): the value unchanged."""
+
+    out: str
+    value: str
 
 
 Statement = (Load | Store | Const | Iota | Apply | Compare | Select | Cast | Reduce | Broadcast
-             | Transpose | Reshape | Slice | Insert | LayoutCast | SmemRoundTrip | Loop | When)
+             | Transpose | Reshape | Slice | Insert | LayoutCast | SmemRoundTrip | Barrier | Loop
+             | When)
 STATEMENT_CLASSES = (Load, Store, Const, Iota, Apply, Compare, Select, Cast, Reduce, Broadcast,
-                     Transpose, Reshape, Slice, Insert, LayoutCast, SmemRoundTrip, Loop, When)
+                     Transpose, Reshape, Slice, Insert, LayoutCast, SmemRoundTrip, Barrier, Loop,
+                     When)
 
 
 @dataclass(frozen=True)
@@ -237,6 +257,7 @@ class Program:
     grid: tuple[int, ...]
     refs: tuple[Ref, ...]
     body: tuple[Statement, ...]
+    dynamic: int | None = None  # .mlir: the value of a trailing i32 scalar argument
 
     @property
     def blocks(self) -> int:
@@ -259,9 +280,9 @@ class Program:
 
 def results(statement: Statement) -> tuple[str, ...]:
     """The values a statement defines in its enclosing scope."""
-    if isinstance(statement, Loop):
+    if isinstance(statement, Loop | When):
         return statement.outs
-    if isinstance(statement, Store | When):
+    if isinstance(statement, Store):
         return ()
     return (statement.out,)
 
@@ -274,7 +295,7 @@ def operands(statement: Statement) -> tuple[str, ...]:
             return ()
         case Store(value=v) | Cast(value=v) | Reduce(value=v, acc=None) | Broadcast(value=v) \
                 | Transpose(value=v) | Reshape(value=v) | Slice(value=v) | LayoutCast(value=v) \
-                | SmemRoundTrip(value=v):
+                | SmemRoundTrip(value=v) | Barrier(value=v):
             return (v,)
         case Reduce(value=v, acc=a):
             return (v, a)
@@ -291,8 +312,11 @@ def operands(statement: Statement) -> tuple[str, ...]:
             inner -= {v for s in statement.body for v in results(s)} | set(statement.carried)
             return (*statement.inits, *sorted(inner))
         case When():
-            return tuple(sorted(free_values(statement.then, set())
-                                | free_values(statement.otherwise, set())))
+            then = free_values(statement.then, set()) | _escaping(statement.then,
+                                                                  statement.then_yields)
+            otherwise = free_values(statement.otherwise, set()) | _escaping(
+                statement.otherwise, statement.otherwise_yields)
+            return tuple(sorted(then | otherwise))
     raise TypeError(statement)
 
 
@@ -304,6 +328,11 @@ def free_values(body: tuple[Statement, ...], bound: set[str]) -> set[str]:
         free |= {v for v in operands(statement) if v not in defined}
         defined |= set(results(statement))
     return free
+
+
+def _escaping(body: tuple[Statement, ...], yields: tuple[str, ...]) -> set[str]:
+    """The yields of a branch that the branch does not define (values from outside)."""
+    return set(yields) - {v for s in body for v in results(s)}
 
 
 def walk(body: tuple[Statement, ...]) -> Iterator[Statement]:
@@ -355,7 +384,7 @@ def from_json(text: str) -> Program:
     return program
 
 
-__all__ = ["STATEMENT_CLASSES", "Affine", "Apply", "Broadcast", "Cast", "Compare", "Const",
+__all__ = ["STATEMENT_CLASSES", "Affine", "Apply", "Barrier", "Broadcast", "Cast", "Compare", "Const",
            "Insert", "Iota", "LayoutCast", "Load", "Loop", "Program", "Reduce", "Ref",
            "Reshape", "Select", "Shape", "Slice", "SmemRoundTrip", "Statement", "Store",
            "Transpose", "VType", "When", "free_values", "from_json", "operands", "results",

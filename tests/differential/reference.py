@@ -32,6 +32,7 @@ from tests.differential.ops import (
 from tests.differential.program import (
     Affine,
     Apply,
+    Barrier,
     Broadcast,
     Cast,
     Compare,
@@ -70,8 +71,10 @@ def run_reference(program: Program, inputs: list[np.ndarray], *,
     types = value_types(program)
     buffers = {ref.name: Tracked.exact(array) for ref, array in zip(program.inputs, inputs,
                                                                     strict=True)}
-    for ref in program.outputs:
-        buffers[ref.name] = Tracked.exact(np.zeros(ref.shape, DTYPES[ref.dtype].numpy))
+    for ref in program.outputs:  # .mlir runs pass zeros; what a DSL kernel leaves is not known
+        zeros = np.zeros(ref.shape, DTYPES[ref.dtype].numpy)
+        buffers[ref.name] = Tracked(zeros, np.full(ref.shape, INF if program.kind == "dsl"
+                                                   else 0.0))
     for block in range(program.blocks):
         interpreter = _Interpreter(program, types, buffers, block, flush_subnormals)
         interpreter.run(program.body, {})
@@ -88,8 +91,9 @@ def flushed(value: Tracked) -> Tracked:
 
 
 def _window(starts: tuple[Affine, ...], shape: tuple[int, ...], block: int,
-            counters: dict[str, int]) -> tuple[slice, ...]:
-    return tuple(slice(s.evaluate(block, counters), s.evaluate(block, counters) + n)
+            counters: dict[str, int], dynamic: int | None) -> tuple[slice, ...]:
+    return tuple(slice(s.evaluate(block, counters, dynamic),
+                       s.evaluate(block, counters, dynamic) + n)
                  for s, n in zip(starts, shape, strict=True))
 
 
@@ -114,12 +118,14 @@ class _Interpreter:
         match s:
             case Load():
                 buffer = self.buffers[s.ref]
-                window = _window(s.starts, s.type.shape, self.block, counters)
+                window = _window(s.starts, s.type.shape, self.block, counters,
+                                 self.program.dynamic)
                 env[s.out] = Tracked(buffer.val[window].copy(), buffer.err[window].copy())
             case Store():
                 value = env[s.value]
                 buffer = self.buffers[s.ref]
-                window = _window(s.starts, value.val.shape, self.block, counters)
+                window = _window(s.starts, value.val.shape, self.block, counters,
+                                 self.program.dynamic)
                 buffer.val[window] = value.val
                 buffer.err[window] = value.err
             case Const():
@@ -143,7 +149,7 @@ class _Interpreter:
                 env[s.out] = Tracked(val, err)
             case Cast():
                 env[s.out] = cast(env[s.value], DTYPES[self.types[s.value].dtype],
-                                  DTYPES[s.dtype])
+                                  DTYPES[s.dtype], s.how)
             case Reduce():
                 acc = env[s.acc] if s.acc is not None else None
                 env[s.out] = reduce(s.kind, env[s.value], s.axis, acc,
@@ -170,7 +176,7 @@ class _Interpreter:
                 val, err = big.val.copy(), big.err.copy()
                 val[window], err[window] = small.val, small.err
                 env[s.out] = Tracked(val, err)
-            case LayoutCast() | SmemRoundTrip():
+            case LayoutCast() | SmemRoundTrip() | Barrier():
                 env[s.out] = env[s.value]
             case Loop():
                 trips = s.upper.evaluate(self.block, counters)
@@ -182,8 +188,11 @@ class _Interpreter:
                     values = [inner[v] for v in s.yields]
                 env.update(zip(s.outs, values, strict=True))
             case When():
-                branch = s.then if self.block < s.cutoff else s.otherwise
-                self.run(branch, counters, dict(env))
+                taken = self.block < s.cutoff
+                branch = s.then if taken else s.otherwise
+                inner = self.run(branch, counters, dict(env))
+                yields = s.then_yields if taken else s.otherwise_yields
+                env.update(zip(s.outs, (inner[v] for v in yields), strict=True))
             case _:
                 raise TypeError(s)
 
@@ -231,8 +240,30 @@ def compare(name: str, a: Tracked, b: Tracked, dtype_name: str) -> Tracked:
     return Tracked(predicate.numpy(x, y), undetermined([a, b]))
 
 
-def cast(a: Tracked, source: DType, target: DType) -> Tracked:
-    """`astype` (numpy's meaning; int -> float rounds once, as arith.sitofp)."""
+def cast(a: Tracked, source: DType, target: DType, how: str = "astype") -> Tracked:
+    """`astype` (numpy's meaning; int -> float rounds once, as arith.sitofp), or the .mlir
+    conversions of `Cast.how`."""
+    if how == "bitcast":
+        val = a.val.view(target.numpy)
+        unknown = a.err > 0  # inexact values have unknown bits
+        if source.is_float:  # and so do NaNs (their payload is not specified)
+            unknown |= np.isnan(as_f64(a))
+        return Tracked(val, np.where(unknown, INF, 0.0))
+    if how == "bits":
+        return _cast_bits(a, source, target)
+    if how == "unsigned" and source.is_int:
+        unsigned = a.val.astype(np.int64) % (1 << source.bits)
+        if target.is_float:
+            exact = unsigned.astype(np.float64)
+            return Tracked(round_to(exact, target), np.where(a.err > 0, INF, 0.0))
+        return Tracked(wrap(unsigned, target.bits).astype(target.numpy), a.err)
+    if how == "unsigned":  # fptoui: toward zero, poison outside [0, 2^bits)
+        x = as_f64(a)
+        with np.errstate(invalid="ignore"):
+            low, high = np.trunc(x - a.err), np.trunc(x + a.err)
+            bad = ~np.isfinite(x) | (low < 0) | (high >= 2.0 ** target.bits) | (low != high)
+            val = np.where(bad, 0, np.trunc(np.where(np.isfinite(x), x, 0))).astype(np.int64)
+        return Tracked(wrap(val, target.bits).astype(target.numpy), np.where(bad, INF, 0.0))
     if target.is_bool:
         if source.is_float:
             x = as_f64(a)
@@ -243,6 +274,9 @@ def cast(a: Tracked, source: DType, target: DType) -> Tracked:
         return Tracked(a.val.astype(target.numpy), a.err)
     if target.is_float:
         exact = a.val.astype(np.float64)
+        if not target.computes:  # to fp8: saturating (.satfinite), NaN stays NaN
+            exact = np.where(np.isnan(exact), exact, np.clip(exact, -target.max_finite,
+                                                             target.max_finite))
         val = round_to(exact, target)
         err = np.where(a.err > 0, a.err + ulp(np.abs(exact) + a.err, target), 0.0)
         return settle(val, err, exact, target)
@@ -255,6 +289,21 @@ def cast(a: Tracked, source: DType, target: DType) -> Tracked:
             val = np.where(bad, 0, np.trunc(np.where(np.isfinite(x), x, 0))).astype(np.int64)
         return Tracked(val.astype(target.numpy), np.where(bad, INF, 0.0))
     return Tracked(wrap(a.val.astype(np.int64), target.bits).astype(target.numpy), a.err)
+
+
+def _cast_bits(a: Tracked, source: DType, target: DType) -> Tracked:
+    """i1 as a one-bit integer: to i1 keeps the lowest bit (fptosi to i1: poison unless the
+    value is 0 or -1); from i1, a set bit is -1 (extsi, sitofp)."""
+    if source.is_bool:
+        val = np.where(a.val, -1, 0)
+        return Tracked(val.astype(target.numpy), a.err)
+    if source.is_int:
+        return Tracked((a.val.astype(np.int64) & 1).astype(bool), a.err)
+    x = as_f64(a)
+    with np.errstate(invalid="ignore"):
+        whole = np.trunc(x)
+        bad = ~np.isin(whole, (0.0, -1.0)) | (np.trunc(x - a.err) != np.trunc(x + a.err))
+    return Tracked(whole == -1.0, np.where(bad, INF, 0.0))
 
 
 def reduce(kind: str, a: Tracked, axis: int, acc: Tracked | None, dtype: DType) -> Tracked:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from tests.differential.program import (
     Affine,
     Apply,
+    Barrier,
     Broadcast,
     Cast,
     Compare,
@@ -49,7 +50,7 @@ def rename(body: Body, mapping: dict[str, str]) -> Body:
     for s in body:
         match s:
             case Store() | Cast() | Broadcast() | Transpose() | Reshape() | Slice() \
-                    | LayoutCast() | SmemRoundTrip():
+                    | LayoutCast() | SmemRoundTrip() | Barrier():
                 s = dataclasses.replace(s, value=r(s.value))
             case Reduce():
                 s = dataclasses.replace(s, value=r(s.value), acc=r(s.acc))
@@ -68,7 +69,9 @@ def rename(body: Body, mapping: dict[str, str]) -> Body:
                                         yields=tuple(r(v) for v in s.yields))
             case When():
                 s = dataclasses.replace(s, then=rename(s.then, mapping),
-                                        otherwise=rename(s.otherwise, mapping))
+                                        otherwise=rename(s.otherwise, mapping),
+                                        then_yields=tuple(r(v) for v in s.then_yields),
+                                        otherwise_yields=tuple(r(v) for v in s.otherwise_yields))
         out.append(s)
     return tuple(out)
 
@@ -99,6 +102,8 @@ def _used(body: Body) -> set[str]:
         used |= set(operands(s))
         if isinstance(s, Loop):
             used |= set(s.yields)
+        if isinstance(s, When):
+            used |= set(s.then_yields) | set(s.otherwise_yields)
     return used
 
 
@@ -110,7 +115,7 @@ def dead_code_removed(program: Program) -> Program:
         used = _used(body)
 
         def keep(s: Statement, used: set[str] = used) -> Statement | None:
-            if isinstance(s, Store | When):
+            if isinstance(s, Store) or (isinstance(s, When) and _stores(s)):
                 return s
             return s if any(v in used for v in results(s)) else None
 
@@ -121,6 +126,10 @@ def dead_code_removed(program: Program) -> Program:
     loaded = {s.ref for s in walk(body) if isinstance(s, Load | Store)}
     refs = tuple(r for r in program.refs if r.name in loaded)
     return refit(dataclasses.replace(program, refs=refs, body=body))
+
+
+def _stores(statement: Statement) -> bool:
+    return any(isinstance(s, Store) for s in walk((statement,)))
 
 
 def refit(program: Program) -> Program:
@@ -142,7 +151,8 @@ def refit(program: Program) -> Program:
                 shape = s.type.shape if isinstance(s, Load) else types[s.value].shape
                 ext = extents.setdefault(s.ref, [1] * len(shape))
                 for d, (start, size) in enumerate(zip(s.starts, shape, strict=True)):
-                    ext[d] = max(ext[d], _largest(start, blocks, counters) + size)
+                    ext[d] = max(ext[d], _largest(start, blocks, counters, program.dynamic)
+                                 + size)
             elif isinstance(s, Loop):
                 largest = max(s.upper.evaluate(blocks - 1, {}) - 1, 0)
                 visit(s.body, {**counters, s.counter: largest})
@@ -156,8 +166,9 @@ def refit(program: Program) -> Program:
     return dataclasses.replace(program, refs=refs)
 
 
-def _largest(start: Affine, blocks: int, counters: dict[str, int]) -> int:
-    return (start.const + max(0, start.block * (blocks - 1))
+def _largest(start: Affine, blocks: int, counters: dict[str, int], dynamic: int | None
+             ) -> int:
+    return (start.const + max(0, start.block * (blocks - 1)) + start.dynamic * (dynamic or 0)
             + sum(max(0, c * counters.get(n, 0)) for n, c in start.counters))
 
 

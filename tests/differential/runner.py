@@ -88,7 +88,8 @@ def run_program(program: Program, source: str | None = None,
             warnings.simplefilter("ignore")  # spills (KernelQualityWarning) are not findings
             if program.kind == "mlir":
                 zeros = [np.zeros(r.shape, DTYPES[r.dtype].numpy) for r in program.outputs]
-                got = _run_mlir(text, name, inputs, zeros)
+                scalars = [] if program.dynamic is None else [np.int32(program.dynamic)]
+                got = _run_mlir(text, name, inputs, zeros, scalars)
             else:
                 got = _run_dsl(text, name, inputs)
     except DiagnosticError as error:
@@ -112,13 +113,13 @@ def run_program(program: Program, source: str | None = None,
     return _classify(outcome)
 
 
-def _run_mlir(text: str, name: str, inputs: list[np.ndarray], outputs: list[np.ndarray]
-              ) -> list[np.ndarray]:
+def _run_mlir(text: str, name: str, inputs: list[np.ndarray], outputs: list[np.ndarray],
+              scalars: list[np.generic]) -> list[np.ndarray]:
     compiled = compile_mlir(text, name)
     if ptxas_available():
         compiled.assemble()
-    arrays = run_simulated(compiled, *inputs, *outputs)
-    return arrays[len(inputs):]
+    arrays = run_simulated(compiled, *inputs, *outputs, *scalars)
+    return arrays[len(inputs):len(inputs) + len(outputs)]
 
 
 def _run_dsl(source: str, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:

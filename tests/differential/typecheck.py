@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 
-from tests.differential.dtypes import DTYPES
+from tests.differential.dtypes import DTYPES, DType
 from tests.differential.ops import COMPARISONS, ELEMENTWISE, LAYOUTS, REDUCTIONS
 from tests.differential.program import (
     Affine,
     Apply,
+    Barrier,
     Broadcast,
     Cast,
     Compare,
@@ -32,7 +33,8 @@ from tests.differential.program import (
     When,
 )
 
-MLIR_ONLY = (Reshape, Insert)  # statements the DSL has no way to write
+MLIR_ONLY = (Reshape, Insert, Barrier)  # statements the DSL has no way to write
+CAST_KINDS = ("astype", "unsigned", "bits", "bitcast")
 
 
 class InvalidProgram(ValueError):
@@ -67,8 +69,9 @@ def _stores_per_path(body: tuple[Statement, ...]) -> dict[str, int]:
                 raise InvalidProgram("the branches of a When store different outputs")
             for ref, n in then.items():
                 counts[ref] = counts.get(ref, 0) + n
-        elif isinstance(statement, Loop) and _stores_per_path(statement.body):
-            raise InvalidProgram("stores inside loops are not generated")
+        elif isinstance(statement, Loop):  # one store per trip, into per-trip windows
+            for ref, n in _stores_per_path(statement.body).items():
+                counts[ref] = counts.get(ref, 0) + n
     return counts
 
 
@@ -84,9 +87,12 @@ def _check_window(program: Program, ref_shape: tuple[int, ...], starts: tuple[Af
     _require(len(shape) == len(ref_shape), f"{what}: rank {len(shape)} of rank {len(ref_shape)}")
     for start, size, extent in zip(starts, shape, ref_shape, strict=True):
         _require(all(n in counters for n, _ in start.counters), f"{what}: unknown counter")
-        low = start.const + min(0, start.block * (program.blocks - 1)) + sum(
+        _require(not start.dynamic or (program.kind == "mlir" and program.dynamic is not None),
+                 f"{what}: a dynamic index without the scalar argument")
+        dynamic = start.dynamic * (program.dynamic or 0)
+        low = start.const + dynamic + min(0, start.block * (program.blocks - 1)) + sum(
             min(0, c * counters[n]) for n, c in start.counters)
-        high = start.const + max(0, start.block * (program.blocks - 1)) + sum(
+        high = start.const + dynamic + max(0, start.block * (program.blocks - 1)) + sum(
             max(0, c * counters[n]) for n, c in start.counters)
         _require(low >= 0 and high + size <= extent, f"{what}: window [{low}, {high + size}) "
                                                      f"out of {extent}")
@@ -131,6 +137,10 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
             ref = refs[s.ref]
             _require(ref.dtype == vtype.dtype, "store dtype")
             _check_window(program, ref.shape, s.starts, vtype.shape, counters, s.ref)
+            _require(program.blocks == 1 or any(
+                abs(a.block) >= size + sum(abs(c) * counters[n] for n, c in a.counters)
+                for a, size in zip(s.starts, vtype.shape, strict=True)),
+                f"blocks store overlapping windows of {s.ref}")
         case Const():
             _define(types, scope, s.out, s.type)
         case Iota():
@@ -144,7 +154,8 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
             _require(kind == "dsl" or op.mlir is not None, f"{s.op} is not in .mlir")
             args = [_operand(types, scope, a) for a in s.args]
             _require(len(args) == op.arity and len(set(args)) == 1, f"{s.op} operands {args}")
-            _require(DTYPES[args[0].dtype].kind == op.kind, f"{s.op} of {args[0]}")
+            _require(DTYPES[args[0].dtype].kind == op.kind and DTYPES[args[0].dtype].computes,
+                     f"{s.op} of {args[0]}")
             _define(types, scope, s.out, args[0])
         case Compare():
             predicate = COMPARISONS.get(s.predicate)
@@ -152,7 +163,8 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
             assert predicate is not None
             _require(kind == "mlir" or predicate.dsl is not None, "predicate not in the DSL")
             a, b = _operand(types, scope, s.lhs), _operand(types, scope, s.rhs)
-            _require(a == b and DTYPES[a.dtype].kind == predicate.kind, "compare operands")
+            _require(a == b and DTYPES[a.dtype].kind == predicate.kind
+                     and DTYPES[a.dtype].computes, "compare operands")
             _define(types, scope, s.out, VType(a.shape, "i1"))
         case Select():
             c = _operand(types, scope, s.condition)
@@ -161,15 +173,15 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
             _define(types, scope, s.out, a)
         case Cast():
             a = _operand(types, scope, s.value)
-            source, target = DTYPES[a.dtype], DTYPES[s.dtype]
-            _require(source != target, "cast to the same dtype")
-            _require(not (source.is_float and target.is_float and source.bits == target.bits),
-                     "cast between floats of one width")
+            _require(s.how == "astype" or kind == "mlir", f"{s.how} casts are .mlir only")
+            _require(_castable(DTYPES[a.dtype], DTYPES[s.dtype], s.how),
+                     f"no {s.how} cast {a.dtype} -> {s.dtype}")
             _define(types, scope, s.out, VType(a.shape, s.dtype))
         case Reduce():
             a = _operand(types, scope, s.value)
             _require(len(a.shape) == 2 and s.axis in (0, 1), "reduce of a 2-D value")
-            _require(s.kind in REDUCTIONS and not DTYPES[a.dtype].is_bool, "reduction kind")
+            _require(s.kind in REDUCTIONS and not DTYPES[a.dtype].is_bool
+                     and DTYPES[a.dtype].computes, "reduction kind")
             out = VType(tuple(d for i, d in enumerate(a.shape) if i != s.axis), a.dtype)
             if s.acc is not None:
                 _require(kind == "mlir", "accumulators are .mlir only")
@@ -211,12 +223,14 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
             a = _operand(types, scope, s.value)
             _require(s.slot >= 0, "slot")
             _define(types, scope, s.out, a)
+        case Barrier():
+            _define(types, scope, s.out, _operand(types, scope, s.value))
         case Loop():
             inits = [_operand(types, scope, v) for v in s.inits]
             _require(len(inits) == len(s.carried) == len(s.yields) == len(s.outs) >= 1,
                      "loop arity")
-            _require(s.upper.const >= 0 and s.upper.block >= 0 and not s.upper.counters,
-                     "loop bound")
+            _require(s.upper.const >= 0 and s.upper.block >= 0 and not s.upper.counters
+                     and not s.upper.dynamic, "loop bound")
             _require(s.counter not in counters, "counter reused")
             inner = set(scope)
             for name, vtype in zip(s.carried, inits, strict=True):
@@ -230,10 +244,41 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
                 _define(types, scope, name, vtype)
         case When():
             _require(s.cutoff >= 1, "cutoff")
-            _check_body(program, s.then, types, refs, counters, set(scope))
-            _check_body(program, s.otherwise, types, refs, counters, set(scope))
+            _require(not s.outs or kind == "mlir", "branches with results are .mlir only")
+            _require(len(s.outs) == len(s.then_yields) == len(s.otherwise_yields),
+                     "branch arity")
+            branch_types = []
+            for body, yields in ((s.then, s.then_yields), (s.otherwise, s.otherwise_yields)):
+                inner = set(scope)
+                _check_body(program, body, types, refs, counters, inner)
+                branch_types.append([_operand(types, inner, v) for v in yields])
+            _require(branch_types[0] == branch_types[1], "branch yields")
+            for name, vtype in zip(s.outs, branch_types[0], strict=True):
+                _define(types, scope, name, vtype)
         case _:
             raise InvalidProgram(f"unknown statement {s!r}")
 
 
-__all__ = ["MLIR_ONLY", "InvalidProgram", "value_types"]
+def _castable(source: DType, target: DType, how: str) -> bool:
+    """Whether a cast of this kind exists between the two element types."""
+    if source == target:
+        return False
+    if how == "bitcast":
+        return source.bits == target.bits and not source.is_bool and source.computes \
+            and target.computes
+    if not (source.computes and target.computes):  # fp8: only to and from other floats
+        return how == "astype" and source.is_float and target.is_float \
+            and source.bits != target.bits
+    if how == "astype":
+        return not (source.is_float and target.is_float and source.bits == target.bits)
+    if how == "unsigned":
+        return (source.is_int and (target.is_float or (target.is_int
+                                                       and target.bits > source.bits))) \
+            or (source.is_float and target.is_int)
+    if how == "bits":
+        return (source.is_bool and not target.is_bool) or (target.is_bool and not
+                                                           source.is_bool)
+    return False
+
+
+__all__ = ["CAST_KINDS", "MLIR_ONLY", "InvalidProgram", "value_types"]

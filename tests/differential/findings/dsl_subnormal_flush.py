@@ -1,24 +1,23 @@
 # ruff: noqa
 # FINDING: mismatch: wrong numbers in N output(s)
 #   wrong numbers in 1 output(s)
-#   out1 (f32[64, 128]): 4 of 8192 elements wrong: [36,106] got 0.0 want 7.996813768436327e-39 ±7.33e-39, [37,10] got 0.0 want 1.1264929053426987e-38 ±1.03e-38, [57,0] got -0.0 want -1.1419022839056466e-38 ±3.85e-39, [60,116] got -0.0 want -1.0434931565216612e-38 ±7.45e-39
-# XFAIL: smalti/runtime/cpu_target.py (simulator and runtime owners): the simulator runs inside XLA's CPU custom call, on a thread with x86 FTZ/DAZ set, so f32 subnormal results (and operands) become zeros; run_simulated outside JAX keeps them, as PTX's non-.ftz div.rn/mul.rn do
+#   out0 (f32[128, 128]): 217 of 16384 elements wrong: [0,95] got -0.0 want -4.983136449508517e-39, [2,5] got -0.0 want -7.15283132155199e-39, [2,43] got 0.0 want 1.0020246711967433e-38, [2,52] got -0.0 want -1.1349940226063716e-38
+# XFAIL: smalti/runtime/cpu_target.py (simulator and runtime owners): on the CPU the kernel runs in the simulator inside XLA's custom call, on a thread with x86 FTZ/DAZ set, so f32 subnormal results (and operands) become zeros; run_simulated, outside JAX, keeps them, as PTX's mul.rn.f32 (no .ftz) does
 # Replay: python -m tests.differential.findings dsl_subnormal_flush.py
-# PROGRAM: {"@":"Program","kind":"dsl","seed":1150,"grid":[1],"refs":[{"@":"Ref","name":"in1","shape":[64,128],"dtype":"f32","output":false},{"@":"Ref","name":"in0","shape":[64,128],"dtype":"f32","output":false},{"@":"Ref","name":"out1","shape":[64,128],"dtype":"f32","output":true}],"body":[{"@":"Load","out":"v18","ref":"in1","starts":[{"@":"Affine","const":0,"block":0,"counters":[]},{"@":"Affine","const":0,"block":0,"counters":[]}],"type":{"@":"VType","shape":[64,128],"dtype":"f32"}},{"@":"Apply","out":"v22","op":"exp","args":["v18"]},{"@":"Load","out":"v24","ref":"in0","starts":[{"@":"Affine","const":0,"block":0,"counters":[]},{"@":"Affine","const":0,"block":0,"counters":[]}],"type":{"@":"VType","shape":[64,128],"dtype":"f32"}},{"@":"Apply","out":"v25","op":"divf","args":["v22","v24"]},{"@":"Store","value":"v25","ref":"out1","starts":[{"@":"Affine","const":0,"block":0,"counters":[]},{"@":"Affine","const":0,"block":0,"counters":[]}]}]}
+# PROGRAM: {"@":"Program","kind":"dsl","seed":7,"grid":[1],"refs":[{"@":"Ref","name":"in0","shape":[128,128],"dtype":"f32","output":false},{"@":"Ref","name":"out0","shape":[128,128],"dtype":"f32","output":true}],"body":[{"@":"Load","out":"v1","ref":"in0","starts":[{"@":"Affine","const":0,"block":0,"counters":[],"dynamic":0},{"@":"Affine","const":0,"block":0,"counters":[],"dynamic":0}],"type":{"@":"VType","shape":[128,128],"dtype":"f32"}},{"@":"Const","out":"k2","type":{"@":"VType","shape":[128,128],"dtype":"f32"},"value":7.52316384526264e-37,"literal":true},{"@":"Apply","out":"v3","op":"mulf","args":["v1","k2"]},{"@":"Store","value":"v3","ref":"out0","starts":[{"@":"Affine","const":0,"block":0,"counters":[],"dynamic":0},{"@":"Affine","const":0,"block":0,"counters":[],"dynamic":0}]}],"dynamic":null}
 import jax
 import jax.numpy as jnp
 
 import smalti.dsl as sd
 
 
-@sd.kernel(grid=(1,), out_shape=(jax.ShapeDtypeStruct((64, 128), jnp.float32),))
-def kernel(in1, in0, out1):
+@sd.kernel(grid=(1,), out_shape=(jax.ShapeDtypeStruct((128, 128), jnp.float32),))
+def kernel(in0, out0):
     b = sd.program_id(0)
-    v18 = in1[0:64, 0:128]
-    v22 = sd.exp(v18)
-    v24 = in0[0:64, 0:128]
-    v25 = (v22 / v24)
-    out1[0:64, 0:128] = v25
+    v1 = in0[0:128, 0:128]
+    k2 = sd.full((128, 128), 7.52316384526264e-37, jnp.float32)
+    v3 = (v1 * 7.52316384526264e-37)
+    out0[0:128, 0:128] = v3
 
 
 if __name__ == "__main__":  # replay, with the repository that holds this file importable
