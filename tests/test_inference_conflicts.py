@@ -8,6 +8,7 @@ check the explanations' claims against an independent exhaustive search."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import jax
@@ -264,6 +265,30 @@ def test_a_search_that_gives_up_names_a_located_value(monkeypatch):
                     r"'smalti.vector_load' at rc\.mlir:\d+:\d+; a smalti.layout_cast of it", first)
     assert first.endswith("(5 constraints around it)"), first
     assert len(notes) == 5 and all(re.match(r"rc\.mlir:\d+:\d+: note: '", n) for n in notes)
+
+
+def test_a_conflict_along_a_long_chain_is_explained_quickly_and_briefly():
+    """Two casts at the ends of 2,000 elementwise ops: every op is in the minimal conflict
+    (each link is needed), minimised as one unit and shown as its ends."""
+    ops = ['%v0 = "smalti.layout_cast"(%x) {new_layout = #smalti.strided<vec = 4>} : '
+           '(vector<128x128xf32>) -> vector<128x128xf32>']
+    ops += [f"%v{i} = arith.negf %v{i - 1} : vector<128x128xf32>" for i in range(1, 2001)]
+    ops.append('%w = "smalti.layout_cast"(%v2000) {new_layout = #smalti.strided<vec = 2>} : '
+               '(vector<128x128xf32>) -> vector<128x128xf32>')
+    ops.append('%s = arith.addf %w, %v2000 : vector<128x128xf32>')
+    text = ("func.func @k(%a: memref<128x128xf32>) {\n  %c0 = arith.constant 0 : index\n"
+            '  %x = "smalti.vector_load"(%a, %c0, %c0) : (memref<128x128xf32>, index, index) '
+            "-> vector<128x128xf32>\n" + "".join(f"  {op}\n" for op in ops) +
+            "  return\n}")
+    context = make_context()
+    module = parse_module(text, "chain.mlir", context)
+    start = time.perf_counter()
+    with context, pytest.raises(DiagnosticError) as failure:
+        run_pipeline(module, "builtin.module(smalti-infer-layouts)")
+    assert time.perf_counter() - start < 30
+    first, *notes = str(failure.value).splitlines()
+    assert "(2004 constraints in conflict)" in first, first
+    assert len(notes) == 25 and "... and 1980 more constraints of ops in between" in notes[12]
 
 
 # No replicated blow-ups.

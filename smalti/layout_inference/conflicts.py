@@ -34,6 +34,7 @@ from smalti.tiling import Layout
 
 SUBSET_BUDGET = 20_000  # search budget of each satisfiability test while minimising
 CAST_TRIES = 6  # equalities of a conflict tried as places for a layout_cast
+LONG_RUN = 8  # equalities in a row of a solver's chain minimised as one unit
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ def explain(system: EquationSystem, failure: Failure) -> Explanation:
     """Shrink a failed part to a minimal set of conflicting constraints."""
     if failure.gave_up:
         return Explanation(_around(failure, radius=1), failure.conflict, gave_up=True)
-    conflicting = _first_inconsistent(system, failure)
-    core = _quickxplain(system, conflicting)
+    conflicting, along_chain = _first_inconsistent(system, failure)
+    units = _groups(conflicting) if along_chain else tuple((c,) for c in conflicting)
+    core = _quickxplain(system, units)
     order = {id(c): i for i, c in enumerate(system.constraints)}
     core = tuple(sorted(core, key=lambda c: order.get(id(c), -1)))
     return Explanation(core, _conflict_of(system, core), _cast(system, failure, core))
@@ -65,19 +67,21 @@ def _consistent(system: EquationSystem, constraints: tuple[Constraint, ...]) -> 
     return satisfiable(system, constraints, variables, SUBSET_BUDGET) is not False
 
 
-def _first_inconsistent(system: EquationSystem, failure: Failure) -> tuple[Constraint, ...]:
+def _first_inconsistent(system: EquationSystem, failure: Failure
+                        ) -> tuple[tuple[Constraint, ...], bool]:
     """A small unsatisfiable superset of the conflict to start from: the constraints of the
-    solver's own chain, else those around it at growing distances, else the whole part."""
-    chain = tuple(c for c in failure.conflict.chain if not _is_hint(c))
-    if chain and not _consistent(system, _unique(chain)):
-        return _unique(chain)
+    solver's own chain (then True: they are in the chain's order), else those around it at
+    growing distances, else the whole part."""
+    chain = _unique(tuple(c for c in failure.conflict.chain if not _is_hint(c)))
+    if chain and not _consistent(system, chain):
+        return chain, True
     radius = 1
     while True:
         near = _around(failure, radius)
         if len(near) >= len(failure.constraints):
-            return failure.constraints
+            return failure.constraints, False
         if not _consistent(system, near):
-            return near
+            return near, False
         radius *= 2
 
 
@@ -99,23 +103,46 @@ def _around(failure: Failure, radius: int) -> tuple[Constraint, ...]:
                  if all(v.id in reached for v in variables_of(c)))
 
 
-def _quickxplain(system: EquationSystem, constraints: tuple[Constraint, ...]
+def _groups(constraints: tuple[Constraint, ...]) -> tuple[tuple[Constraint, ...], ...]:
+    """The units to minimise a solver's chain over: each constraint alone, but a run of
+    more than LONG_RUN equalities in a row (the chain's path through a long line of
+    elementwise ops, every one of them needed) as one unit, so that a conflict carried
+    along thousands of ops costs one test, not thousands."""
+    units: list[tuple[Constraint, ...]] = []
+    run: list[Constraint] = []
+    for constraint in (*constraints, None):
+        if isinstance(constraint, Equal):
+            run.append(constraint)
+            continue
+        units.extend([tuple(run)] if len(run) > LONG_RUN else [(c,) for c in run])
+        run = []
+        if constraint is not None:
+            units.append((constraint,))
+    return tuple(units)
+
+
+def _quickxplain(system: EquationSystem, units: tuple[tuple[Constraint, ...], ...]
                  ) -> tuple[Constraint, ...]:
-    """A minimal subset of `constraints` (which are unsatisfiable) that is unsatisfiable."""
+    """A minimal subset of the `units` of constraints (together unsatisfiable) that is
+    unsatisfiable, flattened."""
 
     def qx(background: tuple[Constraint, ...], changed: bool,
-           candidates: tuple[Constraint, ...]) -> tuple[Constraint, ...]:
+           candidates: tuple[tuple[Constraint, ...], ...]) -> tuple[Constraint, ...]:
         if changed and not _consistent(system, background):
             return ()
         if len(candidates) == 1:
-            return candidates
+            return candidates[0]
         half = len(candidates) // 2
         first, second = candidates[:half], candidates[half:]
-        kept_second = qx(background + first, True, second)
+        kept_second = qx(background + _flat(first), True, second)
         kept_first = qx(background + kept_second, bool(kept_second), first)
         return kept_first + kept_second
 
-    return qx((), False, constraints) if constraints else ()
+    return qx((), False, units) if units else ()
+
+
+def _flat(units: tuple[tuple[Constraint, ...], ...]) -> tuple[Constraint, ...]:
+    return tuple(c for unit in units for c in unit)
 
 
 def _conflict_of(system: EquationSystem, core: tuple[Constraint, ...]) -> Conflict:

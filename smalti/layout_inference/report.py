@@ -30,6 +30,8 @@ from smalti.tiling import (
     WGMMA_TRANSPOSED_LAYOUT,
 )
 
+MAX_NOTES = 24  # constraint notes shown per error
+
 # Short names of canonical layouts (as smalti-layout spells them), for lists of attempts.
 NAMES = {WGMMA_LAYOUT: "wgmma", WGMMA_ROW_LAYOUT: "wgmma-row", WGMMA_COL_LAYOUT: "wgmma-col",
          WGMMA_TRANSPOSED_LAYOUT: "wgmma-transposed", WGMMA_LAYOUT_8BIT: "wgmma-8bit",
@@ -45,7 +47,7 @@ def diagnose(failure: Unsatisfiable, system: EquationSystem, func: ir.Operation
 def _diagnose(failure: Failure, system: EquationSystem, func: ir.Operation) -> Diagnostic:
     explanation = explain(system, failure)
     core, conflict = explanation.constraints, explanation.conflict
-    notes = [note(constraint, func) for constraint in core]
+    notes = _elided([note(constraint, func) for constraint in core])
     if explanation.gave_up:  # nothing proven: name the value and what constrains it
         var = conflict.variable
         anchor = _defining_location(var, func) if var is not None else func.location
@@ -78,6 +80,19 @@ def _diagnose(failure: Failure, system: EquationSystem, func: ir.Operation) -> D
     message = (f"'{origin.op_name}' op cannot be given a layout: {headline} "
                f"({_count(core)} in conflict)")
     return Diagnostic(locate(origin, func), message, notes=tuple(notes))
+
+
+def _elided(notes: list[Diagnostic]) -> list[Diagnostic]:
+    """At most MAX_NOTES notes: the first and last halves, and one note for those between
+    (a conflict carried along a long chain of elementwise ops names every one of them)."""
+    if len(notes) <= MAX_NOTES:
+        return notes
+    half = MAX_NOTES // 2
+    skipped = notes[half:-half]
+    return [*notes[:half],
+            Diagnostic(skipped[0].location, f"... and {len(skipped)} more constraints of ops "
+                                            "in between, not shown", "note"),
+            *notes[-half:]]
 
 
 def note(constraint: Constraint | Hint, func: ir.Operation) -> Diagnostic:
