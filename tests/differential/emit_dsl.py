@@ -95,7 +95,19 @@ class _Emitter:
         self.slots = smem_declarations(program)
         self.literals = {s.out: s for s in walk(program.body)
                          if isinstance(s, Const) and s.literal}
+        self.keepdims = self.reductions_kept()
         self.inline_broadcasts = self.broadcasts_written_inline()
+
+    def reductions_kept(self) -> set[str]:
+        """Reductions (style 2) only broadcast back along the reduced axis: written with
+        keepdims=True, and their broadcasts broadcast the kept unit dim."""
+        kept = {s.out: s for s in walk(self.program.body) if isinstance(s, Reduce)
+                and s.style == 2}
+        for s in walk(self.program.body):
+            for value in set(_uses(s)) & set(kept):
+                if not (isinstance(s, Broadcast) and s.dim == 1 - kept[value].axis):
+                    del kept[value]
+        return set(kept)
 
     def broadcasts_written_inline(self) -> dict[str, str]:
         """Broadcasts (style 1) whose every use is a binary elementwise op with a full-shaped
@@ -112,7 +124,8 @@ class _Emitter:
                 if not binary or not others or any(o in candidates or o in self.literals
                                                    for o in others):
                     del candidates[value]
-        return {name: (f"{s.value}[:, None]" if s.dim == 0 else f"{s.value}[None, :]")
+        return {name: (s.value if s.value in self.keepdims else f"{s.value}[:, None]"
+                       if s.dim == 0 else f"{s.value}[None, :]")
                 for name, s in candidates.items()}
 
     def operand(self, name: str, literal_allowed: bool = False) -> str:
@@ -186,11 +199,15 @@ class _Emitter:
                 self.emit(f"{s.out} = {self.operand(s.value)}.astype({DTYPES[s.dtype].dsl})",
                           depth)
             case Reduce():
-                self.emit(f"{s.out} = {self.operand(s.value)}.{s.kind}(axis={s.axis})", depth)
+                axis = f"axis={s.axis - 2 if s.style == 1 else s.axis}"
+                if s.out in self.keepdims:
+                    axis += ", keepdims=True"
+                self.emit(f"{s.out} = {self.operand(s.value)}.{s.kind}({axis})", depth)
             case Broadcast():
                 if s.out in self.inline_broadcasts:
                     return
-                source = f"{s.value}[:, None]" if s.dim == 0 else s.value
+                source = (s.value if s.value in self.keepdims or s.dim == 1
+                          else f"{s.value}[:, None]")
                 self.emit(f"{s.out} = sd.broadcast_to({source}, {s.shape})", depth)
             case Transpose():
                 self.emit(f"{s.out} = {self.operand(s.value)}.T", depth)
@@ -229,8 +246,9 @@ class _Emitter:
         self.body(s.body, depth + 1)
         self.emit(f"return ({''.join(self.operand(y) + ', ' for y in s.yields)})", depth + 1)
         inits = "".join(self.operand(v) + ", " for v in s.inits)
-        self.emit(f"({''.join(o + ', ' for o in s.outs)}) = sd.fori(0, "
-                  f"{index_expression(s.upper)}, {name}, ({inits}))", depth)
+        step = f", step={s.step}" if s.step != 1 else ""
+        self.emit(f"({''.join(o + ', ' for o in s.outs)}) = sd.fori({s.lower}, "
+                  f"{index_expression(s.upper)}, {name}, ({inits}){step})", depth)
 
 
 def _uses(s: Statement) -> tuple[str, ...]:

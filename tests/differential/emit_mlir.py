@@ -12,6 +12,7 @@ from tests.differential.program import (
     Affine,
     Apply,
     Barrier,
+    BlockSelect,
     Broadcast,
     Cast,
     Compare,
@@ -239,6 +240,12 @@ class _Emitter:
                           f"{n[s.big]}) <{{offsets = [{', '.join(map(str, s.offsets))}], "
                           f"strides = [{ones}]}}> : ({vector_type(types[s.small])}, "
                           f"{vector_type(types[s.big])}) -> {vector_type(types[s.out])}", depth)
+            case BlockSelect():
+                condition = self.temp("w")
+                self.emit(f"{condition} = arith.cmpi slt, %block, "
+                          f"{self.index_constant(s.cutoff)} : index", depth)
+                self.emit(f"{self.define(s.out)} = arith.select {condition}, {n[s.true]}, "
+                          f"{n[s.false]} : {vector_type(types[s.true])}", depth)
             case Barrier():
                 vtype = vector_type(types[s.value])
                 self.emit(f'{self.define(s.out)} = "smalti.optimization_barrier"({n[s.value]}) : '
@@ -376,9 +383,9 @@ class _Emitter:
             for k, out in enumerate(s.outs):
                 self.names[out] = f"{head}#{k}"
             head = f"{head}:{len(s.outs)}"
-        self.emit(f"{head} = scf.for {counter} = {self.index_constant(0)} to {upper} step "
-                  f"{self.index_constant(1)} iter_args({iter_args}) -> ({', '.join(types)}) {{",
-                  depth)
+        self.emit(f"{head} = scf.for {counter} = {self.index_constant(s.lower)} to {upper} step "
+                  f"{self.index_constant(s.step)} iter_args({iter_args}) -> ({', '.join(types)}) "
+                  "{", depth)
         self.body(s.body, depth + 1)
         self.emit(f"scf.yield {', '.join(self.names[y] for y in s.yields)} : "
                   f"{', '.join(types)}", depth + 1)

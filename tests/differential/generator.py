@@ -22,6 +22,7 @@ from tests.differential.program import (
     Affine,
     Apply,
     Barrier,
+    BlockSelect,
     Broadcast,
     Cast,
     Compare,
@@ -49,8 +50,11 @@ from tests.differential.program import (
 from tests.differential.typecheck import _castable, value_types
 
 SHAPES_2D = [((64, 16), 2), ((64, 128), 3), ((128, 128), 2), ((256, 64), 1), ((128, 64), 2),
-             ((64, 64), 2), ((64, 32), 1), ((128, 32), 1)]
-SHAPES_1D = [((128,), 3), ((256,), 2), ((64,), 1), ((512,), 1)]
+             ((64, 64), 2), ((64, 32), 1), ((128, 32), 1), ((8, 128), 0.5), ((16, 64), 0.5),
+             ((192, 64), 0.5), ((64, 256), 0.5), ((64, 48), 0.5), ((128, 8), 0.5),
+             ((32, 128), 0.5), ((64, 24), 0.3)]
+SHAPES_1D = [((128,), 3), ((256,), 2), ((64,), 1), ((512,), 1), ((1024,), 0.5), ((192,), 0.3),
+             ((384,), 0.3)]
 GRIDS = [((1,), 3), ((2,), 3), ((3,), 1), ((4,), 2), ((2, 2), 1), ((1, 2), 1)]
 FLOAT_CONSTANTS = [0.0, 1.0, -1.0, 2.0, 0.5, -0.5, 3.0, 0.25, 1.5, -2.0, 10.0, 100.0, 0.125,
                    -0.0, math.inf, -math.inf, math.nan]
@@ -178,6 +182,8 @@ class Generator:
             block = size if d == block_dim and self.blocks > 1 and self.chance(0.7) else 0
             if block and self.chance(0.2):
                 block = self.rng.choice([1, 8, size // 2])
+            if block and self.chance(0.15):  # the blocks in reverse order
+                const, block = const + block * (self.blocks - 1), -block
             counters = ()
             if scope.counters and d == counter_dim and self.chance(0.7):
                 name, _ = self.rng.choice(scope.counters)
@@ -187,7 +193,7 @@ class Generator:
             starts.append(Affine(const, block, counters, dynamic))
         extents = self.inputs[ref][1]
         for d, (start, size) in enumerate(zip(starts, vtype.shape, strict=True)):
-            largest = start.const + start.block * (self.blocks - 1) + sum(
+            largest = start.const + max(0, start.block * (self.blocks - 1)) + sum(
                 c * dict(scope.counters)[n] for n, c in start.counters) + start.dynamic * (
                 self.dynamic or 0)
             extents[d] = max(extents[d], largest + size)
@@ -299,7 +305,8 @@ class Generator:
         acc = None
         if self.kind == "mlir" and self.chance(0.2):
             acc = self.value(scope, out)
-        reduced = self.define(scope, Reduce(self.fresh(), kind, source, axis, acc), out)
+        reduced = self.define(scope, Reduce(self.fresh(), kind, source, axis, acc,
+                                            self.rng.randrange(3)), out)
         if not broadcast_back:
             return reduced
         spread = self.define(scope, Broadcast(self.fresh(), reduced, vtype.shape, 1 - axis,
@@ -316,12 +323,14 @@ class Generator:
         x = self.value(scope, vtype)
         axis = self.rng.randrange(2)
         out = VType((vtype.shape[1 - axis],), vtype.dtype)
-        peak = self.define(scope, Reduce(self.fresh(), "max", x, axis), out)
+        peak = self.define(scope, Reduce(self.fresh(), "max", x, axis, None,
+                                         self.rng.randrange(3)), out)
         wide = self.define(scope, Broadcast(self.fresh(), peak, vtype.shape, 1 - axis,
                                             self.rng.randrange(2)), vtype)
         shifted = self.define(scope, Apply(self.fresh(), "subf", (x, wide)), vtype)
         e = self.define(scope, Apply(self.fresh(), "exp", (shifted,)), vtype)
-        total = self.define(scope, Reduce(self.fresh(), "sum", e, axis), out)
+        total = self.define(scope, Reduce(self.fresh(), "sum", e, axis, None,
+                                          self.rng.randrange(3)), out)
         spread = self.define(scope, Broadcast(self.fresh(), total, vtype.shape, 1 - axis,
                                               self.rng.randrange(2)), vtype)
         return self.define(scope, Apply(self.fresh(), "divf", (e, spread)), vtype)
@@ -447,16 +456,19 @@ class Generator:
             inits.append(source)
         types = [dict(scope.values)[v] for v in inits]
         counter = self.fresh("i")
-        upper = Affine(self.rng.randint(0, 3), 1 if self.blocks > 1 and self.chance(0.3) else 0)
-        largest = max(upper.evaluate(self.blocks - 1, {}) - 1, 0)
+        lower, step = self.pick([(0, 6), (1, 1), (2, 1)]), self.pick([(1, 6), (2, 1), (3, 1)])
+        upper = Affine(self.rng.randint(0, 3) + lower,
+                       1 if self.blocks > 1 and self.chance(0.3) else 0)
+        shape_of_loop = Loop((), counter, upper, (), (), (), (), lower, step)
+        largest = shape_of_loop.largest_counter(self.blocks)
         carried = tuple(self.fresh("c") for _ in inits)
         inner = Scope(list(scope.values) + list(zip(carried, types, strict=True)), [],
                       [*scope.counters, (counter, largest)], scope.depth + 1)
         for _ in range(self.rng.randint(1, 4)):
             self.action(inner, nested=True)
-        trips = upper.evaluate(self.blocks - 1, {})
-        if scope.depth == 0 and trips and self.chance(0.3):
-            self.store_per_trip(inner, counter, trips)
+        if scope.depth == 0 and shape_of_loop.counter_values(self.blocks - 1) \
+                and self.chance(0.3):
+            self.store_per_trip(inner, counter, largest + 1)
         yields = []
         for name, vtype in zip(carried, types, strict=True):
             defined = [v for v, t in inner.values[len(scope.values):] if t == vtype]
@@ -466,7 +478,7 @@ class Generator:
                 yields.append(defined[-1])
         outs = tuple(self.fresh() for _ in inits)
         self.add(scope, Loop(outs, counter, upper, tuple(inits), carried, tuple(inner.body),
-                             tuple(yields)))
+                             tuple(yields), lower, step))
         scope.values.extend(zip(outs, types, strict=True))
 
     def elementwise_on(self, scope: Scope, value: str, vtype: VType) -> str:
@@ -502,6 +514,31 @@ class Generator:
         self.add(scope, When(cutoff, then, otherwise, (out,), (then_value,), (otherwise_value,)))
         scope.values.append((out, vtype))
 
+    def block_select(self, scope: Scope) -> str:
+        """One of two whole values, by a uniform condition on the block (.mlir)."""
+        source = self.existing(scope, lambda t: True) or self.value(
+            scope, VType(self.shape(), self.any_dtype()))
+        vtype = dict(scope.values)[source]
+        other = self.value(scope, vtype)
+        cutoff = self.rng.randint(1, max(self.blocks - 1, 1))
+        return self.define(scope, BlockSelect(self.fresh(), cutoff, source, other), vtype)
+
+    def relayouts(self, scope: Scope) -> str:
+        """A value cast to two or three layouts in turn, with elementwise ops between:
+        relayouts by register moves and shuffles (within warps; others are refused)."""
+        value = self.existing(scope, lambda t: len(t.shape) == 2 and t.shape[0] % 64 == 0)
+        if value is None:
+            value = self.value(scope, VType(self.pick([((64, 128), 1), ((128, 64), 1),
+                                                        ((64, 32), 1)]),
+                                            self.pick([("f32", 2), ("bf16", 2), ("f16", 1),
+                                                       ("i32", 1), ("f8E4M3FN", 1)])))
+        for _ in range(self.rng.randint(2, 3)):
+            value = self.layout_cast(scope, value)
+            vtype = dict(scope.values)[value]
+            if self.chance(0.5) and self.computes(vtype):
+                value = self.elementwise_on(scope, value, vtype)
+        return value
+
     def barrier(self, scope: Scope) -> str:
         source = self.existing(scope, lambda t: True) or self.value(
             scope, VType(self.shape(), self.any_dtype()))
@@ -526,8 +563,8 @@ class Generator:
                ("broadcast", 1), ("transpose", 1.5), ("reshape", 1), ("slice", 1.5),
                ("insert", 0.7), ("iota", 0.7), ("layout_cast", 1.5), ("round_trip", 1),
                ("loop", 1.2), ("branch", 0.8), ("barrier", 0.3), ("fp8", 0.8),
-               ("folding", 0.6)]
-    MLIR_ONLY_ACTIONS = {"reshape", "insert", "branch", "barrier"}
+               ("folding", 0.6), ("block_select", 0.5), ("relayouts", 0.8)]
+    MLIR_ONLY_ACTIONS = {"reshape", "insert", "branch", "barrier", "block_select"}
 
     def action(self, scope: Scope, nested: bool = False) -> None:
         actions = [(a, w) for a, w in self.ACTIONS
@@ -572,7 +609,7 @@ class Generator:
 
     def store_per_trip(self, scope: Scope, counter: str, trips: int) -> None:
         """In a loop body: store a value of the body into an output of its own, one window
-        per trip (and per block)."""
+        per counter value below `trips` (and per block)."""
         defined = [(n, t) for n, t in scope.values if n.startswith(("v", "c"))][-6:]
         if not defined:
             return

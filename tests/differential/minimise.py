@@ -21,6 +21,7 @@ from tests.differential.program import (
     Affine,
     Apply,
     Barrier,
+    BlockSelect,
     Broadcast,
     Const,
     Iota,
@@ -98,15 +99,27 @@ def _elements(shape: tuple[int, ...]) -> int:
 
 
 def candidates(program: Program) -> Iterator[Program]:
-    """Well-formed smaller programs, coarse moves first."""
+    """Well-formed smaller programs, coarse moves first; none whose loads or stores move
+    fewer than 128 elements (one per thread: docs/dsl.md, "Sizes") unless `program` has such
+    already."""
+    floor = min(128, smallest_access(program))
     for move in MOVES:
         for candidate in move(program):
             candidate = dead_code_removed(candidate)
             try:
-                value_types(candidate)
+                types = value_types(candidate)
             except InvalidProgram:
                 continue
-            yield candidate
+            if smallest_access(candidate, types) >= floor:
+                yield candidate
+
+
+def smallest_access(program: Program, types: dict[str, VType] | None = None) -> int:
+    """The fewest elements a load or store of the program moves."""
+    types = value_types(program) if types is None else types
+    sizes = [_elements(s.type.shape) if isinstance(s, Load) else _elements(types[s.value].shape)
+             for s in walk(program.body) if isinstance(s, Load | Store)]
+    return min(sizes, default=0)
 
 
 def _with_body(program: Program, body: tuple[Statement, ...]) -> Program:
@@ -120,7 +133,8 @@ def drop_outputs(program: Program) -> Iterator[Program]:
         def drop(s: Statement, ref: Ref = ref) -> Statement | None:
             if isinstance(s, Store) and s.ref == ref.name:
                 return None
-            if isinstance(s, When) and not any(isinstance(t, Store) for t in walk((s,))):
+            if isinstance(s, When) and not s.outs and not any(isinstance(t, Store)
+                                                              for t in walk((s,))):
                 return None
             return s
 
@@ -183,7 +197,7 @@ def bypass(program: Program) -> Iterator[Program]:
             choices = [s.value]
         elif isinstance(s, Apply):
             choices = list(dict.fromkeys(s.args))
-        elif isinstance(s, Select):
+        elif isinstance(s, Select | BlockSelect):
             choices = [s.true, s.false]
         elif isinstance(s, Reduce) and s.acc is not None:
             choices = [s.acc]
@@ -233,7 +247,8 @@ def store_operands(program: Program) -> Iterator[Program]:
             vtype = types.get(operand)
             if vtype is None or vtype.dtype not in ARGUMENT_DTYPES[program.kind]:
                 continue
-            starts = tuple(Affine() for _ in vtype.shape)
+            starts = tuple(Affine(0, d if i == 0 and program.blocks > 1 else 0)
+                           for i, d in enumerate(vtype.shape))
             new_store = Store(operand, store.ref, starts)
             ref = next(r for r in program.refs if r.name == store.ref)
             refs = tuple(Ref(r.name, vtype.shape, vtype.dtype, True) if r == ref else r
@@ -328,7 +343,7 @@ def plain_forms(program: Program) -> Iterator[Program]:
         if isinstance(s, Const) and s.literal:
             yield _with_body(program, map_statements(program.body, lambda t, d=s: (
                 dataclasses.replace(t, literal=False) if t == d else t)))
-        if isinstance(s, Broadcast) and s.style:
+        if isinstance(s, Broadcast | Reduce) and s.style:
             yield _with_body(program, map_statements(program.body, lambda t, d=s: (
                 dataclasses.replace(t, style=0) if t == d else t)))
 

@@ -140,6 +140,7 @@ class Reduce:
     value: str
     axis: int
     acc: str | None = None
+    style: int = 0  # DSL: axis=a, axis=a - 2, or keepdims=True (kept for its broadcasts)
 
 
 @dataclass(frozen=True)
@@ -206,8 +207,8 @@ class SmemRoundTrip:
 
 @dataclass(frozen=True)
 class Loop:
-    """`for counter in range(0, upper)` carrying values: `carried[k]` starts as `inits[k]`,
-    the body's `yields[k]` is its next value, and `outs[k]` its last."""
+    """`for counter in range(lower, upper, step)` carrying values: `carried[k]` starts as
+    `inits[k]`, the body's `yields[k]` is its next value, and `outs[k]` its last."""
 
     outs: tuple[str, ...]
     counter: str
@@ -216,6 +217,16 @@ class Loop:
     carried: tuple[str, ...]
     body: tuple[Statement, ...]
     yields: tuple[str, ...]
+    lower: int = 0
+    step: int = 1
+
+    def counter_values(self, block: int) -> range:
+        return range(self.lower, self.upper.evaluate(block, {}), self.step)
+
+    def largest_counter(self, blocks: int) -> int:
+        """The counter's largest value in any block (the upper bound grows with the block),
+        or `lower` when no block runs a trip."""
+        return max(self.counter_values(blocks - 1), default=self.lower)
 
 
 @dataclass(frozen=True)
@@ -232,6 +243,16 @@ class When:
 
 
 @dataclass(frozen=True)
+class BlockSelect:
+    """arith.select of whole values by a uniform i1 (block < cutoff) (.mlir only)."""
+
+    out: str
+    cutoff: int
+    true: str
+    false: str
+
+
+@dataclass(frozen=True)
 class Barrier:
     """smalti.optimization_barrier of one value (.mlir only): the value unchanged."""
 
@@ -240,11 +261,11 @@ class Barrier:
 
 
 Statement = (Load | Store | Const | Iota | Apply | Compare | Select | Cast | Reduce | Broadcast
-             | Transpose | Reshape | Slice | Insert | LayoutCast | SmemRoundTrip | Barrier | Loop
-             | When)
+             | Transpose | Reshape | Slice | Insert | LayoutCast | SmemRoundTrip | Barrier
+             | BlockSelect | Loop | When)
 STATEMENT_CLASSES = (Load, Store, Const, Iota, Apply, Compare, Select, Cast, Reduce, Broadcast,
-                     Transpose, Reshape, Slice, Insert, LayoutCast, SmemRoundTrip, Barrier, Loop,
-                     When)
+                     Transpose, Reshape, Slice, Insert, LayoutCast, SmemRoundTrip, Barrier,
+                     BlockSelect, Loop, When)
 
 
 @dataclass(frozen=True)
@@ -305,6 +326,8 @@ def operands(statement: Statement) -> tuple[str, ...]:
             return (a, b)
         case Select(condition=c, true=a, false=b):
             return (c, a, b)
+        case BlockSelect(true=a, false=b):
+            return (a, b)
         case Insert(small=a, big=b):
             return (a, b)
         case Loop():
@@ -384,7 +407,7 @@ def from_json(text: str) -> Program:
     return program
 
 
-__all__ = ["STATEMENT_CLASSES", "Affine", "Apply", "Barrier", "Broadcast", "Cast", "Compare", "Const",
+__all__ = ["STATEMENT_CLASSES", "Affine", "Apply", "Barrier", "BlockSelect", "Broadcast", "Cast", "Compare", "Const",
            "Insert", "Iota", "LayoutCast", "Load", "Loop", "Program", "Reduce", "Ref",
            "Reshape", "Select", "Shape", "Slice", "SmemRoundTrip", "Statement", "Store",
            "Transpose", "VType", "When", "free_values", "from_json", "operands", "results",

@@ -33,6 +33,7 @@ from tests.differential.program import (
     Affine,
     Apply,
     Barrier,
+    BlockSelect,
     Broadcast,
     Cast,
     Compare,
@@ -178,10 +179,11 @@ class _Interpreter:
                 env[s.out] = Tracked(val, err)
             case LayoutCast() | SmemRoundTrip() | Barrier():
                 env[s.out] = env[s.value]
+            case BlockSelect():
+                env[s.out] = env[s.true] if self.block < s.cutoff else env[s.false]
             case Loop():
-                trips = s.upper.evaluate(self.block, counters)
                 values = [env[v] for v in s.inits]
-                for i in range(trips):
+                for i in s.counter_values(self.block):
                     inner = dict(env)
                     inner.update(zip(s.carried, values, strict=True))
                     self.run(s.body, {**counters, s.counter: i}, inner)

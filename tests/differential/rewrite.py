@@ -11,6 +11,7 @@ from tests.differential.program import (
     Affine,
     Apply,
     Barrier,
+    BlockSelect,
     Broadcast,
     Cast,
     Compare,
@@ -63,6 +64,8 @@ def rename(body: Body, mapping: dict[str, str]) -> Body:
                                         false=r(s.false))
             case Insert():
                 s = dataclasses.replace(s, small=r(s.small), big=r(s.big))
+            case BlockSelect():
+                s = dataclasses.replace(s, true=r(s.true), false=r(s.false))
             case Loop():
                 s = dataclasses.replace(s, inits=tuple(r(v) for v in s.inits),
                                         body=rename(s.body, mapping),
@@ -154,8 +157,7 @@ def refit(program: Program) -> Program:
                     ext[d] = max(ext[d], _largest(start, blocks, counters, program.dynamic)
                                  + size)
             elif isinstance(s, Loop):
-                largest = max(s.upper.evaluate(blocks - 1, {}) - 1, 0)
-                visit(s.body, {**counters, s.counter: largest})
+                visit(s.body, {**counters, s.counter: s.largest_counter(blocks)})
             elif isinstance(s, When):
                 visit(s.then, counters)
                 visit(s.otherwise, counters)

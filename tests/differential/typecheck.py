@@ -11,6 +11,7 @@ from tests.differential.program import (
     Affine,
     Apply,
     Barrier,
+    BlockSelect,
     Broadcast,
     Cast,
     Compare,
@@ -33,7 +34,7 @@ from tests.differential.program import (
     When,
 )
 
-MLIR_ONLY = (Reshape, Insert, Barrier)  # statements the DSL has no way to write
+MLIR_ONLY = (Reshape, Insert, Barrier, BlockSelect)  # statements the DSL has no way to write
 CAST_KINDS = ("astype", "unsigned", "bits", "bitcast")
 
 
@@ -225,17 +226,21 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
             _define(types, scope, s.out, a)
         case Barrier():
             _define(types, scope, s.out, _operand(types, scope, s.value))
+        case BlockSelect():
+            a, b = _operand(types, scope, s.true), _operand(types, scope, s.false)
+            _require(a == b and s.cutoff >= 1, "block select")
+            _define(types, scope, s.out, a)
         case Loop():
             inits = [_operand(types, scope, v) for v in s.inits]
             _require(len(inits) == len(s.carried) == len(s.yields) == len(s.outs) >= 1,
                      "loop arity")
             _require(s.upper.const >= 0 and s.upper.block >= 0 and not s.upper.counters
-                     and not s.upper.dynamic, "loop bound")
+                     and not s.upper.dynamic and s.lower >= 0 and s.step >= 1, "loop bounds")
             _require(s.counter not in counters, "counter reused")
             inner = set(scope)
             for name, vtype in zip(s.carried, inits, strict=True):
                 _define(types, inner, name, vtype)
-            counters[s.counter] = max(s.upper.evaluate(program.blocks - 1, {}) - 1, 0)
+            counters[s.counter] = s.largest_counter(program.blocks)
             _check_body(program, s.body, types, refs, counters, inner)
             del counters[s.counter]
             yields = [_operand(types, inner, v) for v in s.yields]
