@@ -18,6 +18,7 @@ from tests.differential.program import (
     LayoutCast,
     Load,
     Loop,
+    Print,
     Program,
     Reduce,
     Select,
@@ -172,6 +173,8 @@ class _Emitter:
             case Store():
                 shape = self.types[s.value].shape
                 self.emit(f"{s.ref}[{window(s.starts, shape)}] = {self.operand(s.value)}", depth)
+            case Print():
+                self.emit(f'sd.debug_print("p{s.label} = {{}}", {self.operand(s.value)})', depth)
             case Const():
                 self.emit(f"{s.out} = sd.full({s.type.shape}, "
                           f"{python_number(s.value, s.type.dtype)}, "

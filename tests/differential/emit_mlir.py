@@ -22,6 +22,7 @@ from tests.differential.program import (
     LayoutCast,
     Load,
     Loop,
+    Print,
     Program,
     Reduce,
     Reshape,
@@ -190,6 +191,9 @@ class _Emitter:
                           f" : ({vector_type(types[s.value])}, "
                           f"{memref_type(ref.shape, ref.dtype)}, "
                           f"{', '.join(['index'] * len(indices))}) -> ()", depth)
+            case Print():
+                self.emit(f'"smalti.debug_print"({n[s.value]}) {{format = "p{s.label} = {{}}"}} : '
+                          f"({vector_type(types[s.value])}) -> ()", depth)
             case Const():
                 literal = scalar_literal(s.value, DTYPES[s.type.dtype])
                 self.emit(f"{self.define(s.out)} = arith.constant dense<{literal}> : "
@@ -347,10 +351,10 @@ class _Emitter:
             acc = self.names[s.acc]
         else:
             if dtype.is_float:
-                identity: float | int = {"sum": 0.0, "max": -math.inf, "min": math.inf}[s.kind]
-            else:
+                identity: float | int = reduction.float_identity
+            else:  # the identities of the signed ones, in this width
                 half = 1 << (dtype.bits - 1)
-                identity = {"sum": 0, "max": -half, "min": half - 1}[s.kind]
+                identity = max(-half, min(half - 1, reduction.int_identity))
             acc = self.constant(identity, result, depth)
         self.emit(f"{self.define(s.out)} = vector.multi_reduction <{kind}>, {self.names[s.value]}"
                   f", {acc} [{s.axis}] : {vector_type(source)} to {vector_type(result)}", depth)

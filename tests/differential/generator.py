@@ -32,6 +32,7 @@ from tests.differential.program import (
     LayoutCast,
     Load,
     Loop,
+    Print,
     Program,
     Reduce,
     Ref,
@@ -83,6 +84,7 @@ class Generator:
         self.outputs: list[Ref] = []
         self.slots = 0
         self.statements = 0
+        self.prints = 0
         # .mlir: sometimes a scalar i32 argument that windows are offset by
         self.dynamic = self.rng.randint(0, 9) if kind == "mlir" and self.chance(0.25) else None
 
@@ -300,7 +302,11 @@ class Generator:
     def reduce(self, scope: Scope, broadcast_back: bool = False) -> str:
         source, vtype = self.numeric_2d(scope)
         axis = self.rng.randrange(2)
-        kind = self.rng.choice(list(REDUCTIONS))
+        is_float = DTYPES[vtype.dtype].is_float
+        kind = self.rng.choice([r.name for r in REDUCTIONS.values()
+                                if (r.mlir_float if is_float else r.mlir_int) is not None
+                                and (self.kind == "mlir" or r.dsl)
+                                and (r.dsl or self.chance(0.3))])
         out = VType(tuple(d for i, d in enumerate(vtype.shape) if i != axis), vtype.dtype)
         acc = None
         if self.kind == "mlir" and self.chance(0.2):
@@ -539,6 +545,13 @@ class Generator:
                 value = self.elementwise_on(scope, value, vtype)
         return value
 
+    def print(self, scope: Scope) -> None:
+        """A debug_print of a value in scope (its text is checked against the reference)."""
+        source = self.existing(scope, lambda t: True) or self.value(
+            scope, VType(self.shape(), self.any_dtype()))
+        self.prints += 1
+        self.add(scope, Print(source, self.prints))
+
     def barrier(self, scope: Scope) -> str:
         source = self.existing(scope, lambda t: True) or self.value(
             scope, VType(self.shape(), self.any_dtype()))
@@ -563,7 +576,7 @@ class Generator:
                ("broadcast", 1), ("transpose", 1.5), ("reshape", 1), ("slice", 1.5),
                ("insert", 0.7), ("iota", 0.7), ("layout_cast", 1.5), ("round_trip", 1),
                ("loop", 1.2), ("branch", 0.8), ("barrier", 0.3), ("fp8", 0.8),
-               ("folding", 0.6), ("block_select", 0.5), ("relayouts", 0.8)]
+               ("folding", 0.6), ("block_select", 0.5), ("relayouts", 0.8), ("print", 0.6)]
     MLIR_ONLY_ACTIONS = {"reshape", "insert", "branch", "barrier", "block_select"}
 
     def action(self, scope: Scope, nested: bool = False) -> None:

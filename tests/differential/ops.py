@@ -370,15 +370,32 @@ COMPARISONS: dict[str, Comparison] = {c.name: c for c in [
 
 @dataclass(frozen=True)
 class Reduction:
-    name: str  # the DSL method: sum, max, min
-    mlir_float: str
-    mlir_int: str
+    """A reduction kind: its #vector.kind for floats and for integers (None: none), whether
+    the DSL has it (as the method `name`), the accumulator that changes nothing, and numpy's
+    combining function (on float64 values, or on int64 values read unsigned if `unsigned`)."""
+
+    name: str
+    mlir_float: str | None
+    mlir_int: str | None
+    dsl: bool
+    float_identity: float = 0.0
+    int_identity: int = 0
+    combine: Callable[[np.ndarray, np.ndarray], np.ndarray] = np.add
+    unsigned: bool = False
 
 
 REDUCTIONS: dict[str, Reduction] = {r.name: r for r in [
-    Reduction("sum", "add", "add"),
-    Reduction("max", "maximumf", "maxsi"),
-    Reduction("min", "minimumf", "minsi"),
+    Reduction("sum", "add", "add", True),
+    Reduction("max", "maximumf", "maxsi", True, -math.inf, -2**31, np.maximum),
+    Reduction("min", "minimumf", "minsi", True, math.inf, 2**31 - 1, np.minimum),
+    Reduction("prod", None, "mul", False, 1.0, 1, np.multiply),
+    Reduction("nanmax", "maxnumf", None, False, -math.inf, 0, np.fmax),
+    Reduction("nanmin", "minnumf", None, False, math.inf, 0, np.fmin),
+    Reduction("umax", None, "maxui", False, 0, 0, np.maximum, unsigned=True),
+    Reduction("umin", None, "minui", False, 0, -1, np.minimum, unsigned=True),
+    Reduction("and", None, "and", False, 0, -1, np.bitwise_and),
+    Reduction("or", None, "or", False, 0, 0, np.bitwise_or),
+    Reduction("xor", None, "xor", False, 0, 0, np.bitwise_xor),
 ]}
 
 

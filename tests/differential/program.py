@@ -76,6 +76,14 @@ class Store:
 
 
 @dataclass(frozen=True)
+class Print:
+    """smalti.debug_print of a value, as "p<label> = {}": its printed text is compared too."""
+
+    value: str
+    label: int
+
+
+@dataclass(frozen=True)
 class Const:
     """A splat constant; `literal`: the DSL writes it as a Python number where it can."""
 
@@ -260,10 +268,10 @@ class Barrier:
     value: str
 
 
-Statement = (Load | Store | Const | Iota | Apply | Compare | Select | Cast | Reduce | Broadcast
+Statement = (Load | Store | Print | Const | Iota | Apply | Compare | Select | Cast | Reduce | Broadcast
              | Transpose | Reshape | Slice | Insert | LayoutCast | SmemRoundTrip | Barrier
              | BlockSelect | Loop | When)
-STATEMENT_CLASSES = (Load, Store, Const, Iota, Apply, Compare, Select, Cast, Reduce, Broadcast,
+STATEMENT_CLASSES = (Load, Store, Print, Const, Iota, Apply, Compare, Select, Cast, Reduce, Broadcast,
                      Transpose, Reshape, Slice, Insert, LayoutCast, SmemRoundTrip, Barrier,
                      BlockSelect, Loop, When)
 
@@ -303,7 +311,7 @@ def results(statement: Statement) -> tuple[str, ...]:
     """The values a statement defines in its enclosing scope."""
     if isinstance(statement, Loop | When):
         return statement.outs
-    if isinstance(statement, Store):
+    if isinstance(statement, Store | Print):
         return ()
     return (statement.out,)
 
@@ -314,7 +322,7 @@ def operands(statement: Statement) -> tuple[str, ...]:
     match statement:
         case Load() | Const() | Iota():
             return ()
-        case Store(value=v) | Cast(value=v) | Reduce(value=v, acc=None) | Broadcast(value=v) \
+        case Store(value=v) | Print(value=v) | Cast(value=v) | Reduce(value=v, acc=None) | Broadcast(value=v) \
                 | Transpose(value=v) | Reshape(value=v) | Slice(value=v) | LayoutCast(value=v) \
                 | SmemRoundTrip(value=v) | Barrier(value=v):
             return (v,)
@@ -408,7 +416,7 @@ def from_json(text: str) -> Program:
 
 
 __all__ = ["STATEMENT_CLASSES", "Affine", "Apply", "Barrier", "BlockSelect", "Broadcast", "Cast", "Compare", "Const",
-           "Insert", "Iota", "LayoutCast", "Load", "Loop", "Program", "Reduce", "Ref",
+           "Insert", "Iota", "LayoutCast", "Load", "Loop", "Print", "Program", "Reduce", "Ref",
            "Reshape", "Select", "Shape", "Slice", "SmemRoundTrip", "Statement", "Store",
            "Transpose", "VType", "When", "free_values", "from_json", "operands", "results",
            "to_json", "walk"]

@@ -24,6 +24,7 @@ from tests.differential.numerics import (
 from tests.differential.ops import (
     COMPARISONS,
     ELEMENTWISE,
+    REDUCTIONS,
     SHIFTS,
     integer_function,
     undetermined,
@@ -43,6 +44,7 @@ from tests.differential.program import (
     LayoutCast,
     Load,
     Loop,
+    Print,
     Program,
     Reduce,
     Reshape,
@@ -65,10 +67,12 @@ SMALLEST_NORMAL = 2.0 ** -126  # f32's and bf16's
 
 
 def run_reference(program: Program, inputs: list[np.ndarray], *,
-                  flush_subnormals: bool = False) -> list[Tracked]:
+                  flush_subnormals: bool = False,
+                  prints: dict[tuple[int, int], Tracked] | None = None) -> list[Tracked]:
     """The outputs (in `program.outputs` order) for `inputs` (in `program.inputs` order).
     `flush_subnormals`: as a machine that flushes subnormal operands and results to zero
-    (x86's FTZ and DAZ), a model of a known finding (allowlist.KNOWN_FINDINGS)."""
+    (x86's FTZ and DAZ), a model of a known finding (allowlist.KNOWN_FINDINGS). `prints`
+    receives (label, block) -> the value each Print printed last in that block."""
     types = value_types(program)
     buffers = {ref.name: Tracked.exact(array) for ref, array in zip(program.inputs, inputs,
                                                                     strict=True)}
@@ -77,7 +81,8 @@ def run_reference(program: Program, inputs: list[np.ndarray], *,
         buffers[ref.name] = Tracked(zeros, np.full(ref.shape, INF if program.kind == "dsl"
                                                    else 0.0))
     for block in range(program.blocks):
-        interpreter = _Interpreter(program, types, buffers, block, flush_subnormals)
+        interpreter = _Interpreter(program, types, buffers, block, flush_subnormals,
+                                   {} if prints is None else prints)
         interpreter.run(program.body, {})
     return [buffers[ref.name] for ref in program.outputs]
 
@@ -100,9 +105,11 @@ def _window(starts: tuple[Affine, ...], shape: tuple[int, ...], block: int,
 
 class _Interpreter:
     def __init__(self, program: Program, types: dict, buffers: dict[str, Tracked],
-                 block: int, flush_subnormals: bool = False) -> None:
+                 block: int, flush_subnormals: bool = False,
+                 prints: dict[tuple[int, int], Tracked] | None = None) -> None:
         self.program, self.types, self.buffers, self.block = program, types, buffers, block
         self.flush = flush_subnormals
+        self.prints = {} if prints is None else prints
 
     def run(self, body: tuple[Statement, ...], counters: dict[str, int],
             env: Env | None = None) -> Env:
@@ -129,6 +136,8 @@ class _Interpreter:
                                  self.program.dynamic)
                 buffer.val[window] = value.val
                 buffer.err[window] = value.err
+            case Print():
+                self.prints[s.label, self.block] = env[s.value]
             case Const():
                 dtype = DTYPES[s.type.dtype]
                 val = np.full(s.type.shape, s.value, np.float64 if dtype.is_float else
@@ -309,23 +318,28 @@ def _cast_bits(a: Tracked, source: DType, target: DType) -> Tracked:
 
 
 def reduce(kind: str, a: Tracked, axis: int, acc: Tracked | None, dtype: DType) -> Tracked:
-    if not dtype.is_float:
+    reduction = REDUCTIONS[kind]
+    if not dtype.is_float:  # exact, wrapping (int64 products wrap modulo 2^64 too)
         ints = a.val.astype(np.int64)
-        val = {"sum": ints.sum, "max": ints.max, "min": ints.min}[kind](axis=axis)
-        err = np.where(a.err.max(axis=axis) > 0, INF, 0.0)
-        if acc is not None:
-            other = acc.val.astype(np.int64)
-            val = {"sum": val + other, "max": np.maximum(val, other),
-                   "min": np.minimum(val, other)}[kind]
-            err = np.where(acc.err > 0, INF, err)
+        if reduction.unsigned:
+            ints = ints % (1 << dtype.bits)
+        with np.errstate(over="ignore"):
+            val = reduction.combine.reduce(ints, axis=axis)
+            err = np.where(a.err.max(axis=axis) > 0, INF, 0.0)
+            if acc is not None:
+                other = acc.val.astype(np.int64)
+                if reduction.unsigned:
+                    other = other % (1 << dtype.bits)
+                val = reduction.combine(val, other)
+                err = np.where(acc.err > 0, INF, err)
         return Tracked(wrap(val, dtype.bits).astype(dtype.numpy), err)
     x = as_f64(a)
-    if kind != "sum":
-        fn = np.max if kind == "max" else np.min
-        val, err = fn(x, axis=axis), a.err.max(axis=axis)
+    if kind != "sum":  # max, min (NaN propagates), nanmax, nanmin (NaN ignored): exact
+        val, err = reduction.combine.reduce(x, axis=axis), a.err.max(axis=axis)
+        if acc is None:  # .mlir always combines an accumulator: the identity (an all-NaN
+            val = reduction.combine(val, reduction.float_identity)  # nanmax row gives -inf)
         if acc is not None:
-            combine = np.maximum if kind == "max" else np.minimum
-            val, err = combine(val, as_f64(acc)), np.maximum(err, acc.err)
+            val, err = reduction.combine(val, as_f64(acc)), np.maximum(err, acc.err)
         err = np.where(np.isnan(val) & (err > 0), INF, err)
         return Tracked(round_to(val, dtype), err)
     errs = a.err.sum(axis=axis)

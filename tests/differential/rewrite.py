@@ -19,6 +19,7 @@ from tests.differential.program import (
     LayoutCast,
     Load,
     Loop,
+    Print,
     Program,
     Reduce,
     Ref,
@@ -50,7 +51,7 @@ def rename(body: Body, mapping: dict[str, str]) -> Body:
     out = []
     for s in body:
         match s:
-            case Store() | Cast() | Broadcast() | Transpose() | Reshape() | Slice() \
+            case Store() | Print() | Cast() | Broadcast() | Transpose() | Reshape() | Slice() \
                     | LayoutCast() | SmemRoundTrip() | Barrier():
                 s = dataclasses.replace(s, value=r(s.value))
             case Reduce():
@@ -118,7 +119,7 @@ def dead_code_removed(program: Program) -> Program:
         used = _used(body)
 
         def keep(s: Statement, used: set[str] = used) -> Statement | None:
-            if isinstance(s, Store) or (isinstance(s, When) and _stores(s)):
+            if isinstance(s, Store | Print) or (isinstance(s, When) and _stores(s)):
                 return s
             return s if any(v in used for v in results(s)) else None
 
@@ -132,7 +133,8 @@ def dead_code_removed(program: Program) -> Program:
 
 
 def _stores(statement: Statement) -> bool:
-    return any(isinstance(s, Store) for s in walk((statement,)))
+    """Whether it stores or prints (effects that keep it alive)."""
+    return any(isinstance(s, Store | Print) for s in walk((statement,)))
 
 
 def refit(program: Program) -> Program:

@@ -17,6 +17,7 @@ import io
 import re
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
@@ -32,8 +33,10 @@ from tests.differential.dtypes import DTYPES
 from tests.differential.emit_dsl import emit_dsl
 from tests.differential.emit_mlir import emit_mlir
 from tests.differential.inputs import make_inputs
+from tests.differential.prints import compare_prints, split_records
 from tests.differential.program import Program
 from tests.differential.reference import run_reference
+from tests.differential.typecheck import value_types
 
 FINDINGS = ("mismatch", "refusal", "crash", "ptxas")
 LOCATED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): ")
@@ -78,20 +81,25 @@ def run_program(program: Program, source: str | None = None,
     try:
         text = source_text(program) if source is None else source
         inputs = make_inputs(program)
-        want = run_reference(program, inputs)
+        want_prints: dict = {}
+        want = run_reference(program, inputs, prints=want_prints)
+        types = value_types(program)
     except Exception as error:  # the tester's own bug: never blame smalti for it
         raise RuntimeError(f"tester failed on program {program.seed}") from error
     suffix = ".mlir" if program.kind == "mlir" else ".py"
     name = filename if filename.endswith(suffix) else filename + suffix
+    printed: list[str] = []
+    stderr = io.StringIO()
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        with warnings.catch_warnings(), contextlib.redirect_stderr(stderr):
             warnings.simplefilter("ignore")  # spills (KernelQualityWarning) are not findings
             if program.kind == "mlir":
                 zeros = [np.zeros(r.shape, DTYPES[r.dtype].numpy) for r in program.outputs]
                 scalars = [] if program.dynamic is None else [np.int32(program.dynamic)]
-                got = _run_mlir(text, name, inputs, zeros, scalars)
+                got = _run_mlir(text, name, inputs, zeros, scalars, printed.append)
             else:
                 got = _run_dsl(text, name, inputs)
+                printed = split_records(stderr.getvalue())
     except DiagnosticError as error:
         return _refusal(str(error), located=not str(error).startswith("<unknown>"))
     except PtxasError as error:
@@ -105,6 +113,8 @@ def run_program(program: Program, source: str | None = None,
         return _crash(error)
     mismatch = compare_outputs(program, got, want)
     if mismatch is None:
+        mismatch = compare_prints(program, types, printed, want_prints)
+    if mismatch is None:
         return Outcome("match")
     outcome = Outcome("mismatch", mismatch.splitlines()[0], mismatch)
     for known in KNOWN_FINDINGS:
@@ -114,11 +124,11 @@ def run_program(program: Program, source: str | None = None,
 
 
 def _run_mlir(text: str, name: str, inputs: list[np.ndarray], outputs: list[np.ndarray],
-              scalars: list[np.generic]) -> list[np.ndarray]:
+              scalars: list[np.generic], print_fn: Callable[[str], None]) -> list[np.ndarray]:
     compiled = compile_mlir(text, name)
     if ptxas_available():
         compiled.assemble()
-    arrays = run_simulated(compiled, *inputs, *outputs, *scalars)
+    arrays = run_simulated(compiled, *inputs, *outputs, *scalars, print_fn=print_fn)
     return arrays[len(inputs):len(inputs) + len(outputs)]
 
 

@@ -21,6 +21,7 @@ from tests.differential.program import (
     LayoutCast,
     Load,
     Loop,
+    Print,
     Program,
     Reduce,
     Reshape,
@@ -142,6 +143,9 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
                 abs(a.block) >= size + sum(abs(c) * counters[n] for n, c in a.counters)
                 for a, size in zip(s.starts, vtype.shape, strict=True)),
                 f"blocks store overlapping windows of {s.ref}")
+        case Print():
+            _operand(types, scope, s.value)
+            _require(s.label >= 0, "print label")
         case Const():
             _define(types, scope, s.out, s.type)
         case Iota():
@@ -183,6 +187,10 @@ def _check_statement(program: Program, s: Statement, types: dict[str, VType], re
             _require(len(a.shape) == 2 and s.axis in (0, 1), "reduce of a 2-D value")
             _require(s.kind in REDUCTIONS and not DTYPES[a.dtype].is_bool
                      and DTYPES[a.dtype].computes, "reduction kind")
+            reduction = REDUCTIONS[s.kind]
+            _require((reduction.mlir_float if DTYPES[a.dtype].is_float else reduction.mlir_int)
+                     is not None and (kind == "mlir" or reduction.dsl),
+                     f"no {s.kind} reduction of {a.dtype}")
             out = VType(tuple(d for i, d in enumerate(a.shape) if i != s.axis), a.dtype)
             if s.acc is not None:
                 _require(kind == "mlir", "accumulators are .mlir only")
