@@ -36,6 +36,7 @@ from tests.differential.inputs import make_inputs
 from tests.differential.prints import compare_prints, split_records
 from tests.differential.program import Program
 from tests.differential.reference import run_reference
+from tests.differential.refusals import judge_refusal
 from tests.differential.typecheck import value_types
 
 FINDINGS = ("mismatch", "refusal", "crash", "ptxas")
@@ -75,9 +76,10 @@ def source_text(program: Program) -> str:
 
 
 def run_program(program: Program, source: str | None = None,
-                filename: str = "differential_program") -> Outcome:
+                filename: str = "differential_program", judge: bool = True) -> Outcome:
     """Compile and run `program` (or `source`, its text as a finding file holds it) and
-    compare with the reference."""
+    compare with the reference. `judge`: search for a layout assignment where layout
+    inference refused (tests.differential.refusals)."""
     try:
         text = source_text(program) if source is None else source
         inputs = make_inputs(program)
@@ -101,7 +103,10 @@ def run_program(program: Program, source: str | None = None,
                 got = _run_dsl(text, name, inputs)
                 printed = split_records(stderr.getvalue())
     except DiagnosticError as error:
-        return _refusal(str(error), located=not str(error).startswith("<unknown>"))
+        outcome = _refusal(str(error), located=not str(error).startswith("<unknown>"))
+        if outcome.kind == "limitation" and judge:
+            outcome = _second_opinion(outcome, program, text, name, inputs)
+        return outcome
     except PtxasError as error:
         return _classify(Outcome("ptxas", _first_line(str(error)), str(error)))
     except (TypeError, ValueError, IndexError) as error:
@@ -154,6 +159,23 @@ def _refusal(message: str, located: bool) -> Outcome:
         if limitation.pattern.search(message):
             return Outcome("limitation", f"{limitation.name}: {body}", message)
     return _classify(Outcome("refusal", body, message))
+
+
+def _second_opinion(outcome: Outcome, program: Program, text: str, name: str,
+                    inputs: list[np.ndarray]) -> Outcome:
+    """A refusal for want of a layout is a limitation only if no assignment exists."""
+    if program.kind == "dsl":
+        namespace: dict = {"__name__": "differential_kernel"}
+        exec(compile(text, name, "exec"), namespace)
+        specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs]
+        text = namespace["kernel"].trace(*specs).mlir
+    verdict = judge_refusal(text, name)
+    if verdict.kind == "satisfiable":
+        return _classify(Outcome("refusal", f"refused a satisfiable program: "
+                                            f"{LOCATED.sub('', _first_line(outcome.message))}",
+                                 f"{outcome.message}\nan assignment: {verdict.detail}"))
+    name_, _, rest = outcome.detail.partition(": ")
+    return Outcome("limitation", f"{name_} ({verdict.kind}): {rest}", outcome.message)
 
 
 def _crash(error: BaseException) -> Outcome:
