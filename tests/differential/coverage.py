@@ -29,6 +29,8 @@ def features(program: Program) -> set[str]:
     found = {f"grid {'x'.join(map(str, program.grid))}"}
     if program.dynamic is not None:
         found.add("dynamic offset")
+    if program.batch:
+        found.add("jax.vmap")
     for s in walk(program.body):
         found.add(type(s).__name__)
         match s:

@@ -683,8 +683,9 @@ class Generator:
         for name, vtype in leaves[:5]:
             self.store(top, name, vtype)
         refs = [Ref(name, tuple(extents), dtype) for name, (dtype, extents) in self.inputs.items()]
+        batch = 2 if self.kind == "dsl" and refs and self.chance(0.15) else 0  # jax.vmap
         program = Program(self.kind, self.seed, self.grid, (*refs, *self.outputs),
-                          tuple(top.body), self.dynamic)
+                          tuple(top.body), self.dynamic, batch)
         value_types(program)  # the generator's own check
         return program
 

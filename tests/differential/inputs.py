@@ -14,15 +14,17 @@ from tests.differential.program import Program, Ref
 SPECIAL_FLOATS = (np.nan, np.inf, -np.inf, 0.0, -0.0)
 
 
-def make_inputs(program: Program) -> list[np.ndarray]:
-    """One array per input ref, in order."""
-    return [make_input(program.seed, ref) for ref in program.inputs]
+def make_inputs(program: Program, instance: int = 0) -> list[np.ndarray]:
+    """One array per input ref, in order; `instance` numbers the input sets of a batch."""
+    return [make_input(program.seed, ref, instance) for ref in program.inputs]
 
 
-def make_input(seed: int, ref: Ref) -> np.ndarray:
+def make_input(seed: int, ref: Ref, instance: int = 0) -> np.ndarray:
     """Floats: normal values at a scale drawn per ref, sometimes with a sprinkling of NaN,
     infinities and zeros; ints: small values, or the whole range; bools: coin flips."""
-    rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(ref.name.encode())])
+    entropy = [seed & 0xFFFFFFFF, zlib.crc32(ref.name.encode())] + ([instance] if instance
+                                                                      else [])
+    rng = np.random.default_rng(entropy)
     dtype = DTYPES[ref.dtype]
     if dtype.is_bool:
         return rng.random(ref.shape) < rng.uniform(0.2, 0.8)
@@ -38,6 +40,9 @@ def make_input(seed: int, ref: Ref) -> np.ndarray:
     if rng.random() < 0.15:
         spots = rng.random(ref.shape) < 0.01
         values = np.where(spots, rng.choice(SPECIAL_FLOATS, ref.shape), values)
+    if not dtype.computes:  # fp8: the finite range (e4m3fn has no infinities)
+        values = np.where(np.isnan(values), values, np.clip(values, -dtype.max_finite,
+                                                            dtype.max_finite))
     return round_to(values, dtype)
 
 

@@ -88,7 +88,7 @@ def size(program: Program) -> tuple[int, int, int, int]:
         frills += bool(getattr(s, "literal", False)) + bool(getattr(s, "style", 0))
         for a in getattr(s, "starts", ()):
             frills += bool(a.const) + bool(a.block) + len(a.counters) + bool(a.dynamic)
-    return (statements, elements, program.blocks, frills)
+    return (statements, elements, program.blocks, frills + bool(program.batch))
 
 
 def _elements(shape: tuple[int, ...]) -> int:
@@ -313,6 +313,8 @@ def _resized(s: Statement, old: int, new: int) -> Statement:
 
 
 def one_block(program: Program) -> Iterator[Program]:
+    if program.batch:
+        yield dataclasses.replace(program, batch=0)
     if program.dynamic:
         yield dataclasses.replace(program, dynamic=0)
     if program.blocks > 1:

@@ -287,6 +287,7 @@ class Program:
     refs: tuple[Ref, ...]
     body: tuple[Statement, ...]
     dynamic: int | None = None  # .mlir: the value of a trailing i32 scalar argument
+    batch: int = 0  # DSL: called through jax.vmap over this many input sets (0: plainly)
 
     @property
     def blocks(self) -> int:

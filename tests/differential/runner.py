@@ -82,9 +82,11 @@ def run_program(program: Program, source: str | None = None,
     inference refused (tests.differential.refusals)."""
     try:
         text = source_text(program) if source is None else source
-        inputs = make_inputs(program)
+        batch = [make_inputs(program, k) for k in range(max(program.batch, 1))]
+        inputs = batch[0]
         want_prints: dict = {}
-        want = run_reference(program, inputs, prints=want_prints)
+        wants = [run_reference(program, x, prints=want_prints if k == 0 else None)
+                 for k, x in enumerate(batch)]
         types = value_types(program)
     except Exception as error:  # the tester's own bug: never blame smalti for it
         raise RuntimeError(f"tester failed on program {program.seed}") from error
@@ -98,9 +100,9 @@ def run_program(program: Program, source: str | None = None,
             if program.kind == "mlir":
                 zeros = [np.zeros(r.shape, DTYPES[r.dtype].numpy) for r in program.outputs]
                 scalars = [] if program.dynamic is None else [np.int32(program.dynamic)]
-                got = _run_mlir(text, name, inputs, zeros, scalars, printed.append)
+                gots = [_run_mlir(text, name, inputs, zeros, scalars, printed.append)]
             else:
-                got = _run_dsl(text, name, inputs)
+                gots = _run_dsl(text, name, batch, program.batch > 0)
                 printed = split_records(stderr.getvalue())
     except DiagnosticError as error:
         outcome = _refusal(str(error), located=not str(error).startswith("<unknown>"))
@@ -116,14 +118,20 @@ def run_program(program: Program, source: str | None = None,
         return _crash(error)
     except Exception as error:
         return _crash(error)
-    mismatch = compare_outputs(program, got, want)
-    if mismatch is None:
-        mismatch = compare_prints(program, types, printed, want_prints)
+    mismatches = [compare_outputs(program, got, want) for got, want in zip(gots, wants,
+                                                                           strict=True)]
+    if program.batch:
+        mismatches = [m if m is None else f"{m.splitlines()[0]} (batch element {k} of "
+                      f"{program.batch} under jax.vmap)\n{m}" for k, m in enumerate(mismatches)]
+    else:  # (under vmap, the batch elements' prints come in no promised order)
+        mismatches.append(compare_prints(program, types, printed, want_prints))
+    mismatch = next((m for m in mismatches if m is not None), None)
     if mismatch is None:
         return Outcome("match")
     outcome = Outcome("mismatch", mismatch.splitlines()[0], mismatch)
     for known in KNOWN_FINDINGS:
-        if known.model is not None and known.model(program, inputs, got):
+        if known.model is not None and all(
+                known.model(program, x, got) for x, got in zip(batch, gots, strict=True)):
             return Outcome(outcome.kind, outcome.detail, outcome.message, known.name)
     return _classify(outcome)
 
@@ -137,11 +145,20 @@ def _run_mlir(text: str, name: str, inputs: list[np.ndarray], outputs: list[np.n
     return arrays[len(inputs):len(inputs) + len(outputs)]
 
 
-def _run_dsl(source: str, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def _run_dsl(source: str, name: str, batch: list[list[np.ndarray]], vmap: bool
+             ) -> list[list[np.ndarray]]:
+    """The outputs for each input set: one jitted call, or one jax.vmap over the sets."""
     namespace: dict = {"__name__": "differential_kernel"}
     exec(compile(source, name, "exec"), namespace)
-    outputs = jax.jit(namespace["kernel"])(*inputs)
-    return [np.asarray(o) for o in outputs]
+    kernel = namespace["kernel"]
+    if not vmap:
+        outputs = [np.asarray(o) for o in jax.jit(kernel)(*batch[0])]
+        jax.effects_barrier()  # a kernel without outputs prints after the call returns
+        return [outputs]
+    stacked = [np.stack(arrays) for arrays in zip(*batch, strict=True)]
+    outputs = [np.asarray(o) for o in jax.jit(jax.vmap(kernel, axis_size=len(batch)))(*stacked)]
+    jax.effects_barrier()
+    return [[o[k] for o in outputs] for k in range(len(batch))]
 
 
 def _first_line(text: str) -> str:
@@ -187,7 +204,7 @@ def _classify(outcome: Outcome) -> Outcome:
     """A finding the allowlist knows (filed, with a regression test) is marked as such."""
     for known in KNOWN_FINDINGS:
         if known.kind == outcome.kind and known.pattern is not None \
-                and known.pattern.search(outcome.message):
+                and known.pattern.search(f"{outcome.detail}\n{outcome.message}"):
             return Outcome(outcome.kind, outcome.detail, outcome.message, known.name)
     return outcome
 

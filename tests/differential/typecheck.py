@@ -51,6 +51,7 @@ def value_types(program: Program) -> dict[str, VType]:
     refs = {r.name: r for r in program.refs}
     if len(refs) != len(program.refs):
         raise InvalidProgram("duplicate ref names")
+    _require(program.batch == 0 or (program.kind == "dsl" and program.batch > 1), "batch")
     counters: dict[str, int] = {}  # loop counter -> its largest value
     _check_body(program, program.body, types, refs, counters, scope=set())
     stored = _stores_per_path(program.body)
