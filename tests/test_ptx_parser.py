@@ -24,6 +24,7 @@ from smalti.ptx.module import (
     Register,
     RegisterDecl,
     SharedDecl,
+    SourceLocation,
     Symbol,
     TensorAddress,
     VectorOperand,
@@ -271,7 +272,9 @@ def test_snippet_instructions() -> None:
                          Immediate(1), Immediate(1), Immediate(0), Immediate(1))),
     }
     for line, instruction in expected.items():
-        assert by_line[line] == dataclasses.replace(instruction, line=line), line
+        assert by_line[line] == dataclasses.replace(instruction, line=line,
+                                                    source=by_line[line].source), line
+    assert by_line[42].source == SourceLocation("/tmp//x.cu", 12, 3)  # the .loc in force
     assert by_line[53] == LabelDef("$L__BB0_2", 53)
     assert k.body[-1] == Instruction("ret", line=74)
 

@@ -75,6 +75,16 @@ def test_errors_name_the_source_line_and_the_ptx_line():
     assert "(/src/kernel.py:14:5)" in str(error)
 
 
+def test_kernels_alike_but_for_their_source_files_name_their_own_lines():
+    """Two texts that differ only in `.file` (one kernel traced from two files) must not
+    share a decoded program: each fault names its own file."""
+    other = DEBUG.replace('"/src/kernel.py"', '"/src/other.py"')
+    for text, file in ((DEBUG, "/src/kernel.py"), (other, "/src/other.py")):
+        with pytest.raises(SimError) as info:
+            run_ptx(text, "k", 1, 32, [np.zeros(16, np.int32), np.int32(5)])
+        assert info.value.source == SourceLocation(file, 14, 5)
+
+
 PARAMS = HEADER + """
 .visible .entry k(
 	.param .align 8 .b8 k_param_0[24],

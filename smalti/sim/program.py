@@ -71,12 +71,16 @@ def load_program(module: Module, name: str) -> Program:
         kernel = module.kernel(name)
     except KeyError as e:
         raise SimError(str(e.args[0])) from None
-    return _decode(kernel, module.globals, statement_lines(module, kernel), module.declarations)
+    # Instructions compare without their source lines, which a Program keeps: they are keyed
+    # apart, so kernels alike but traced from other lines do not share a decoding.
+    sources = tuple(getattr(statement, "source", None) for statement in kernel.body)
+    return _decode(kernel, sources, module.globals, statement_lines(module, kernel),
+                   module.declarations)
 
 
 @lru_cache(maxsize=64)
-def _decode(kernel: Kernel, globals_: tuple, lines: tuple[int | None, ...],
-            declarations: tuple[Kernel, ...] = ()) -> Program:
+def _decode(kernel: Kernel, sources: tuple[SourceLocation | None, ...], globals_: tuple,
+            lines: tuple[int | None, ...], declarations: tuple[Kernel, ...] = ()) -> Program:
     registers = {}
     for decl in kernel.registers:
         for reg_name in decl.names():
