@@ -236,3 +236,62 @@ func.func @cluster_barrier_operands(%i: index) {
   "smalti.cluster_barrier"(%i) : (index) -> ()
   return
 }
+
+// -----
+
+func.func @select_stage_no_stages(%k: index) {
+  // expected-error @+1 {{'smalti.select_stage' op expects at least one stage}}
+  %s = "smalti.select_stage"(%k) : (index) -> memref<64xf32, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @select_stage_two_types(%k: index) {
+  %c0 = arith.constant 0 : index
+  %c1024 = arith.constant 1024 : index
+  %a = "smalti.slice_smem"(%c0) : (index) -> memref<64xf32, #gpu.address_space<workgroup>>
+  %b = "smalti.slice_smem"(%c1024) : (index) -> memref<32xf32, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'smalti.select_stage' op stage #1 has type memref<32xf32, #gpu.address_space<workgroup>>, stage #0 has memref<64xf32, #gpu.address_space<workgroup>>: the stages must have one type}}
+  %s = "smalti.select_stage"(%k, %a, %b) : (index, memref<64xf32, #gpu.address_space<workgroup>>, memref<32xf32, #gpu.address_space<workgroup>>) -> memref<64xf32, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @select_stage_global(%k: index, %g: memref<64xf32>) {
+  // expected-error @+1 {{'smalti.select_stage' op expects stage #0 to be a memref in #gpu.address_space<workgroup>, got memref<64xf32>}}
+  %s = "smalti.select_stage"(%k, %g) : (index, memref<64xf32>) -> memref<64xf32>
+  return
+}
+
+// -----
+
+func.func @select_stage_result_type(%k: index) {
+  %c0 = arith.constant 0 : index
+  %a = "smalti.slice_smem"(%c0) : (index) -> memref<64xf32, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'smalti.select_stage' op result type memref<64xf16, #gpu.address_space<workgroup>> differs from the stages' type memref<64xf32, #gpu.address_space<workgroup>>}}
+  %s = "smalti.select_stage"(%k, %a) : (index, memref<64xf32, #gpu.address_space<workgroup>>) -> memref<64xf16, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @select_stage_index_type(%k: i32) {
+  %c0 = arith.constant 0 : index
+  %a = "smalti.slice_smem"(%c0) : (index) -> memref<64xf32, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'smalti.select_stage' op the stage index must have type index, got i32}}
+  %s = "smalti.select_stage"(%k, %a) : (i32, memref<64xf32, #gpu.address_space<workgroup>>) -> memref<64xf32, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @select_stage_out_of_range() {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %a = "smalti.slice_smem"(%c0) : (index) -> memref<64xf32, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{'smalti.select_stage' op stage 2 is out of range for 1 stages}}
+  %s = "smalti.select_stage"(%c2, %a) : (index, memref<64xf32, #gpu.address_space<workgroup>>) -> memref<64xf32, #gpu.address_space<workgroup>>
+  return
+}

@@ -52,3 +52,47 @@ func.func @tma_transposed(%g: memref<64x64xbf16>) {
   "smalti.async_load"(%g, %t, %bars, %c0, %c0, %c0) : (memref<64x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
   return
 }
+
+// -----
+
+// A stage chosen at run time: TMA writes the chosen stage and wgmma reads it, so every stage
+// (and the choice) takes the operand's swizzled tiles.
+// CHECK-LABEL: func.func @chosen_stage
+// CHECK: "smalti.slice_smem"{{.*}} {out_transforms = {{\[}}[#smalti.tile<[64, 64]>, #smalti.swizzle<128>]]}
+// CHECK: "smalti.slice_smem"{{.*}} {out_transforms = {{\[}}[#smalti.tile<[64, 64]>, #smalti.swizzle<128>]]}
+// CHECK: "smalti.select_stage"{{.*}}out_transforms = {{\[}}[#smalti.tile<[64, 64]>, #smalti.swizzle<128>]]
+func.func @chosen_stage(%ga: memref<64x64xbf16>, %k: index, %out: memref<64x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %acc = arith.constant dense<0.0> : vector<64x64xf32>
+  %o1 = arith.constant 1024 : index
+  %o2 = arith.constant 9216 : index
+  %bars = "smalti.slice_smem"(%c0) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %s0 = "smalti.slice_smem"(%o1) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  %s1 = "smalti.slice_smem"(%o2) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  %a = "smalti.select_stage"(%k, %s0, %s1) : (index, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<64x64xbf16, #gpu.address_space<workgroup>>) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  "smalti.async_load"(%ga, %a, %bars, %c0, %c0, %c0) : (memref<64x64xbf16>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  %r = "smalti.wgmma"(%acc, %a, %a) : (vector<64x64xf32>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<64x64xbf16, #gpu.address_space<workgroup>>) -> vector<64x64xf32>
+  "smalti.vector_store"(%r, %out, %c0, %c0) : (vector<64x64xf32>, memref<64x64xf32>, index, index) -> ()
+  return
+}
+
+// -----
+
+// Stages pinned to different transforms cannot be chosen between.
+func.func @stages_disagree(%k: index, %out: memref<64x64xbf16>) {
+  %c0 = arith.constant 0 : index
+  %o1 = arith.constant 8192 : index
+  %s0 = "smalti.slice_smem"(%c0) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  %s1 = "smalti.slice_smem"(%o1) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-note @+1 {{with_transforms sets the transforms}}
+  %t0 = "smalti.with_transforms"(%s0) {transforms = [#smalti.tile<[8, 64]>, #smalti.swizzle<128>]} : (memref<64x64xbf16, #gpu.address_space<workgroup>>) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+2 {{'smalti.with_transforms' op cannot be given transforms: conflicting layouts required for one value (4 constraints in conflict)}}
+  // expected-note @+1 {{with_transforms sets the transforms: [#smalti.tile<[8, 32]>, #smalti.swizzle<64>]}}
+  %t1 = "smalti.with_transforms"(%s1) {transforms = [#smalti.tile<[8, 32]>, #smalti.swizzle<64>]} : (memref<64x64xbf16, #gpu.address_space<workgroup>>) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-note @+2 {{the stages of a staged array share their transforms}}
+  // expected-note @+1 {{the stages of a staged array share their transforms}}
+  %s = "smalti.select_stage"(%k, %t0, %t1) : (index, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<64x64xbf16, #gpu.address_space<workgroup>>) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  %v = "smalti.vector_load"(%s, %c0, %c0) : (memref<64x64xbf16, #gpu.address_space<workgroup>>, index, index) -> vector<64x64xbf16>
+  "smalti.vector_store"(%v, %out, %c0, %c0) : (vector<64x64xbf16>, memref<64x64xbf16>, index, index) -> ()
+  return
+}

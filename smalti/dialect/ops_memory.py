@@ -1,8 +1,10 @@
-"""Shared-memory and TMA ops: slice_smem, with_transforms, async_load, async_store(_wait).
+"""Shared-memory and TMA ops: slice_smem, with_transforms, select_stage, async_load,
+async_store(_wait).
 
     %r = "smalti.slice_smem"(%offset) : (index) -> memref<128x64xbf16, #smem>
     %t = "smalti.with_transforms"(%r) {transforms = [#smalti.tile<[8, 64]>,
                                                      #smalti.swizzle<128>]}
+    %s = "smalti.select_stage"(%k, %stage0, %stage1) : (index, memref<..>, memref<..>) -> ..
     "smalti.async_load"(%gmem, %smem, %barriers, %i, %x, %y) {slice_lengths = array<i64: ...>}
     "smalti.async_load"(...) {collective = array<i64: 0>}  // shared along cluster dim x
     "smalti.async_store"(%smem, %gmem, %x, %y)
@@ -110,6 +112,36 @@ class WithTransformsOp(SmaltiOp):
             physical_shape(self.transforms, tuple(ref.shape), element_bytes(ref))
         except LayoutError as error:
             raise error_at(op, f"'transforms' {error}") from None
+
+
+class SelectStageOp(SmaltiOp):
+    """One of `stages`, chosen at run time by `index`: a stage of a staged shared-memory
+    array at a traced position (`a_smem[k % stages]` in the DSL). The stages are refs of one
+    type at evenly spaced offsets; they share their transforms, so the chosen ref has them."""
+
+    OPERATION_NAME = "smalti.select_stage"
+
+    index = Operand("the stage, an index in [0, number of stages)")
+    stages = Operand("the stages, shared-memory refs of one type", variadic=True)
+    result = Result("the chosen stage")
+
+    def verify_op(self) -> None:
+        op = self.operation
+        check_index(op, self.index, "the stage index")
+        stages = list(self.stages)
+        if not stages:
+            raise error_at(op, "expects at least one stage")
+        for n, stage in enumerate(stages):
+            check_smem_ref(op, stage, f"stage #{n}")
+            if stage.type != stages[0].type:
+                raise error_at(op, f"stage #{n} has type {stage.type}, stage #0 has "
+                                   f"{stages[0].type}: the stages must have one type")
+        if self.result.type != stages[0].type:
+            raise error_at(op, f"result type {self.result.type} differs from the stages' "
+                               f"type {stages[0].type}")
+        index = constant_index(self.index)
+        if index is not None and not 0 <= index < len(stages):
+            raise error_at(op, f"stage {index} is out of range for {len(stages)} stages")
 
 
 def _check_slice_lengths(op: ir.Operation, lengths: tuple[int, ...] | None,

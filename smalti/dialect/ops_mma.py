@@ -23,7 +23,7 @@ from smalti.dialect.bindings import type_name
 from smalti.dialect.checks import check_smem_ref, element_bytes
 from smalti.dialect.definition import Effect, Operand, Proxy, Result, SmaltiOp, Trait
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.ops_memory import WithTransformsOp
+from smalti.dialect.ops_memory import SelectStageOp, WithTransformsOp
 from smalti.tiling import TransposeTransform
 
 WGMMA_M = 64
@@ -65,6 +65,8 @@ def known_transforms(op: ir.Operation, value: ir.Value, position: int) -> tuple 
     if isinstance(owner, ir.Block):
         return None
     owner = owner.operation.opview
+    if isinstance(owner, SelectStageOp):  # the stages share their transforms
+        return known_transforms(op, owner.stages[0], position)
     if not isinstance(owner, WithTransformsOp) or "transforms" not in owner.attributes:
         return None
     try:

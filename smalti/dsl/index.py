@@ -98,11 +98,58 @@ class Index:
 
     __rmul__ = __mul__
 
-    def __floordiv__(self, other: object) -> Index:
-        raise user_error(TypeError, "division of traced indices is not supported; divide the "
-                                    "Python ints before combining them with program_id")
+    def __floordiv__(self, other: IndexLike) -> Index:
+        """Floor division, as Python's `//` (rounds toward minus infinity)."""
+        other = as_index(other, "an index")
+        return self._quotient(other) if other.static != 1 else self
 
-    __mod__ = __floordiv__
+    def __rfloordiv__(self, other: IndexLike) -> Index:
+        return as_index(other, "an index") // self
+
+    def __mod__(self, other: IndexLike) -> Index:
+        """The remainder of `//`, as Python's `%`: it takes the divisor's sign, so `k % stages`
+        is a stage in [0, stages)."""
+        other = as_index(other, "an index")
+        if other.static is not None:
+            _nonzero(other.static)
+            if self.static is not None:
+                return Index((), self.static % other.static)
+        mine, theirs = self.bounds(), other.bounds()
+        if other.static is not None and mine is not None and (
+                mine[0] // other.static == mine[1] // other.static):
+            return self - other.static * (mine[0] // other.static)  # one quotient: linear
+        positive = theirs is not None and theirs[0] > 0
+        if positive and mine is not None and mine[0] >= 0:
+            value = emit_value(arith.RemUIOp, [self.materialize(), other.materialize()],
+                               ir.IndexType.get())
+        else:
+            value = (self - self._quotient(other) * other).materialize()
+        if theirs is None or theirs[0] <= 0 <= theirs[1]:
+            return Index.of(value)
+        least, greatest = (0, theirs[1] - 1) if positive else (theirs[0] + 1, 0)
+        if positive and mine is not None and mine[0] >= 0:
+            greatest = min(greatest, mine[1])
+        return Index.of(value, least, greatest, "a remainder of indices")
+
+    def __rmod__(self, other: IndexLike) -> Index:
+        return as_index(other, "an index") % self
+
+    def _quotient(self, other: Index) -> Index:
+        """floor(self / other) as an atom (or a Python int when both are known)."""
+        if other.static is not None:
+            _nonzero(other.static)
+        if self.static is not None and other.static is not None:
+            return Index((), self.static // other.static)
+        mine, theirs = self.bounds(), other.bounds()
+        if (mine is not None and other.static is not None
+                and mine[0] // other.static == mine[1] // other.static):
+            return Index((), mine[0] // other.static)  # the quotient is known while tracing
+        value = emit_value(arith.FloorDivSIOp, [self.materialize(), other.materialize()],
+                           ir.IndexType.get())
+        if mine is None or theirs is None or theirs[0] <= 0 <= theirs[1]:
+            return Index.of(value)  # unknown, or a divisor that may be 0 or change sign
+        ends = [a // b for a in mine for b in theirs]
+        return Index.of(value, min(ends), max(ends), "a quotient of indices")
 
     def _compare(self, other: IndexLike, how: str) -> Predicate | bool:
         """`self how other`: a Python bool when both are known, else a traced Predicate."""
@@ -181,6 +228,12 @@ class Predicate:
     def __bool__(self) -> bool:
         raise user_error(TypeError, "a comparison of traced indices has no Python value while "
                                     "tracing; branch on it with smalti.dsl.when")
+
+
+def _nonzero(divisor: int) -> int:
+    if divisor == 0:
+        raise user_error(ZeroDivisionError, "division of an index by zero")
+    return divisor
 
 
 def as_index(value: object, what: str) -> Index:

@@ -15,7 +15,7 @@ from jaxlib.mlir.dialects import arith
 
 from smalti.dialect.attributes import transforms_to_attr
 from smalti.dialect.bindings import workgroup_address_space
-from smalti.dialect.ops_memory import SliceSmemOp, WithTransformsOp
+from smalti.dialect.ops_memory import SelectStageOp, SliceSmemOp, WithTransformsOp
 from smalti.dialect.ops_sync import (
     ArriveExpectTxOp,
     ArriveOp,
@@ -38,7 +38,9 @@ def smem_type(shape: Sequence[int], element: ir.Type) -> ir.MemRefType:
 
 
 class StagedRef:
-    """A staged shared-memory array: `ref[s]` (s a Python int) is stage s, its own Ref."""
+    """A staged shared-memory array: `ref[s]` is stage s, its own Ref; s is a Python int or a
+    traced index whose values are stages (`ref[k % len(ref)]`), the stage then chosen at run
+    time (smalti.select_stage)."""
 
     def __init__(self, stages: tuple[SharedRef, ...], name: str) -> None:
         self.stages = stages
@@ -54,9 +56,7 @@ class StagedRef:
 
     def __getitem__(self, stage: object) -> SharedRef:
         if isinstance(stage, Index) and stage.static is None:
-            raise user_error(TypeError, f"the stage of {self.name} must be a Python int (each "
-                                        "stage is its own shared-memory slice); unroll the "
-                                        "loop over stages")
+            return self._chosen(stage)
         if isinstance(stage, bool) or not hasattr(stage, "__index__"):
             raise user_error(TypeError, f"index {self.name} with a stage (a Python int), got "
                                         f"{type(stage).__name__}")
@@ -65,6 +65,20 @@ class StagedRef:
             raise user_error(IndexError, f"stage {index} is out of range for {self.name} with "
                                          f"{len(self.stages)} stages")
         return self.stages[index]
+
+    @dsl_entry(SelectStageOp)
+    def _chosen(self, stage: Index) -> ChosenStageRef:
+        """The stage a traced index chooses; its values must be stages (checked here)."""
+        bounds = stage.bounds()
+        count = len(self.stages)
+        if bounds is None or bounds[0] < 0 or bounds[1] >= count:
+            reach = ("takes values not known while tracing" if bounds is None else
+                     f"ranges over [{bounds[0]}, {bounds[1]}] "
+                     f"(at {stage.extreme(bounds[1] >= count)})")
+            raise user_error(IndexError, f"the stage index of {self.name} {reach}; it must stay "
+                                         f"in [0, {count}): take it modulo the stages "
+                                         f"(k % {count})")
+        return ChosenStageRef(self, stage.materialize())
 
 
 SWIZZLE_SPANS = (128, 64, 32)  # bytes, widest first: wider swizzles spread banks best
@@ -136,6 +150,32 @@ class SharedRef(Ref):
         self._pins = _Pins(pins, self.shape, self.dtype.itemsize, span)
         self._pins.retile(self._parts)
         return SharedRef(pins[1].result, f"{self.name}.T", transposed_of=self)
+
+
+class ChosenStageRef(SharedRef):
+    """A stage of a StagedRef chosen at run time: a ref like each stage, and its `.T` the
+    chosen stage's transposed view."""
+
+    def __init__(self, staged: StagedRef, index: ir.Value,
+                 transposed_of: ChosenStageRef | None = None) -> None:
+        stages = [s.T for s in staged.stages] if transposed_of is not None else staged.stages
+        value = create(SelectStageOp, index=index, stages=[s.value for s in stages],
+                       result_types=[stages[0].value.type]).result
+        suffix = ".T" if transposed_of is not None else ""
+        super().__init__(value, f"{staged.name}[<traced>]{suffix}", transposed_of)
+        self.staged = staged
+        self.index = index
+
+    @property
+    def T(self) -> SharedRef:
+        if self._view is None:
+            self._view = ChosenStageRef(self.staged, self.index, transposed_of=self)
+            self._view._view = self
+        return self._view
+
+    def note_collective(self, parts: int) -> None:
+        for stage in self.staged.stages:
+            stage.note_collective(parts)
 
 
 def _transposed_type(memref: ir.Type) -> ir.MemRefType:

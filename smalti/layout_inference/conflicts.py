@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from smalti.layout_inference.equations import (
+    REGISTERS,
     Constraint,
     Equal,
     EquationSystem,
@@ -163,7 +164,8 @@ def _cast(system: EquationSystem, failure: Failure, core: tuple[Constraint, ...]
     within warps, smalti.tiling.relayout), from the operand's layout to the op's. Only
     equalities whose `a` is an operand of the op that states them (a cast goes before a
     use)."""
-    equalities = [c for c in core if isinstance(c, Equal) and _is_operand_of(c)]
+    equalities = [c for c in core if isinstance(c, Equal) and c.a.domain == REGISTERS
+                  and _is_operand_of(c)]  # shared-memory transforms have no cast
     for equality in reversed(equalities[-CAST_TRIES:]):
         relaxed = tuple(RelayoutAllowed(c.a, c.b, c.origin) if c is equality else c
                         for c in failure.constraints)

@@ -18,6 +18,7 @@ from smalti.layout_inference.equations import (
     IsLayout,
     Origin,
     Variable,
+    variables_of,
 )
 from smalti.layout_inference.materialise import is_unknown
 from smalti.layout_inference.solver import Failure, Unsatisfiable
@@ -77,9 +78,16 @@ def _diagnose(failure: Failure, system: EquationSystem, func: ir.Operation) -> D
             locate(equality.origin, func),
             f"a smalti.layout_cast of {_value_name(equality.a, func)} to {describe(layout)} "
             "before its use here would resolve the conflict", "note"))
-    message = (f"'{origin.op_name}' op cannot be given a layout: {headline} "
+    given = "transforms" if _in_smem(core, var) else "a layout"
+    message = (f"'{origin.op_name}' op cannot be given {given}: {headline} "
                f"({_count(core)} in conflict)")
     return Diagnostic(locate(origin, func), message, notes=tuple(notes))
+
+
+def _in_smem(core: tuple[Constraint, ...], var: Variable | None) -> bool:
+    """Whether the conflict is about shared-memory transforms rather than layouts."""
+    variables = [var] if var is not None else [v for c in core for v in variables_of(c)]
+    return bool(variables) and all(v.domain == SMEM for v in variables)
 
 
 def _elided(notes: list[Diagnostic]) -> list[Diagnostic]:

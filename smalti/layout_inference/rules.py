@@ -18,7 +18,13 @@ from smalti.dialect.checks import bitwidth, element_bytes, is_smem_type
 from smalti.dialect.ops import LayoutCastOp, VectorLoadOp, VectorStoreOp
 from smalti.dialect.ops_compute import BroadcastInDimOp, IotaOp, OptimizationBarrierOp
 from smalti.dialect.ops_debug import DebugPrintOp
-from smalti.dialect.ops_memory import AsyncLoadOp, AsyncStoreOp, SliceSmemOp, WithTransformsOp
+from smalti.dialect.ops_memory import (
+    AsyncLoadOp,
+    AsyncStoreOp,
+    SelectStageOp,
+    SliceSmemOp,
+    WithTransformsOp,
+)
 from smalti.dialect.ops_mma import WgmmaOp
 from smalti.dialect.ops_sync import ArriveExpectTxOp, ArriveOp, InitializeBarrierOp, WaitOp
 from smalti.dialect.registry import OpRegistry
@@ -312,6 +318,14 @@ def _with_transforms(ctx: RuleContext, op: WithTransformsOp) -> None:
     """The ref (and so the memory it views) has exactly the given transforms."""
     ctx.equal(op.source, op.result, "with_transforms views the same memory")
     ctx.fix(op.result, op.transforms, "with_transforms sets the transforms")
+
+
+@rule(SelectStageOp)
+def _select_stage(ctx: RuleContext, op: SelectStageOp) -> None:
+    """The chosen stage may be any of them: every stage, and it, have one set of transforms."""
+    for stage in op.stages:
+        ctx.equal(stage, op.result, "the stages of a staged array share their transforms "
+                                    "(select_stage chooses one at run time)")
 
 
 @rule(InitializeBarrierOp, ArriveOp, ArriveExpectTxOp, WaitOp)

@@ -8,6 +8,7 @@ of the physical shape, then the swizzle XOR of the 16-byte chunk bits with the r
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.attributes import attr_to_transforms
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
-from smalti.dialect.ops_memory import SliceSmemOp, WithTransformsOp
+from smalti.dialect.ops_memory import SelectStageOp, SliceSmemOp, WithTransformsOp
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem_order import order_generic_access, owner
@@ -58,10 +59,24 @@ class SmemRef:
     shape: tuple[int, ...]
     element: ElementType
     transforms: tuple[Transform, ...] = ()
+    # A stage chosen at run time (select_stage): `dynamic` bytes (a .u32 register) are added
+    # to `offset`, and the ref may lie anywhere in the `reach` bytes from `offset`.
+    dynamic: Register | None = None
+    reach: int | None = None
 
     @property
     def size_bytes(self) -> int:
         return math.prod(self.shape) * self.element.bytes
+
+    @property
+    def start(self) -> int:
+        """The first byte of the dynamic buffer the ref may view."""
+        return self.offset
+
+    @property
+    def stop(self) -> int:
+        """The byte after the last one the ref may view (all stages, for a chosen one)."""
+        return self.offset + (self.size_bytes if self.reach is None else self.reach)
 
     @property
     def swizzle(self) -> int | None:
@@ -90,11 +105,14 @@ def smem_base(ctx: LoweringContext) -> Register:
 def smem_address(ctx: LoweringContext, ref: SmemRef, extra: int = 0) -> Register:
     """The .u32 shared address of byte `extra` of `ref` (memoised per block: recomputing
     it from the symbol is cheaper than keeping it live through a loop)."""
-    key = ("smem_address", ref.offset + extra)
+    key = ("smem_address", ref.offset + extra, ref.dynamic)
     if key not in ctx.block_cache:
-        base = smem_base(ctx)
-        ctx.block_cache[key] = (base if ref.offset + extra == 0 else
-                                ctx.builder.compute("add.u32", "u32", base, ref.offset + extra))
+        address = smem_base(ctx)
+        if ref.offset + extra:
+            address = ctx.builder.compute("add.u32", "u32", address, ref.offset + extra)
+        if ref.dynamic is not None:
+            address = ctx.builder.compute("add.u32", "u32", address, ref.dynamic)
+        ctx.block_cache[key] = address
     return ctx.block_cache[key]
 
 
@@ -140,8 +158,38 @@ def _slice_smem(ctx: LoweringContext, op: SliceSmemOp) -> None:
 @lowering_rule(WithTransformsOp)
 def _with_transforms(ctx: LoweringContext, op: WithTransformsOp) -> None:
     source = smem_ref(ctx, op, op.source)
-    ref = SmemRef(source.offset, source.shape, source.element, op.transforms)
+    ref = dataclasses.replace(source, transforms=op.transforms)
     _check_alignment(op, ref)
+    ctx.set(op.result, ref)
+
+
+@lowering_rule(SelectStageOp)
+def _select_stage(ctx: LoweringContext, op: SelectStageOp) -> None:
+    """The chosen stage: the first stage's ref plus index * the stages' spacing."""
+    stages = [smem_ref(ctx, op, stage) for stage in op.stages]
+    first = stages[0]
+    spacing = stages[1].offset - first.offset if len(stages) > 1 else 0
+    for n, stage in enumerate(stages):
+        if (stage.dynamic is not None or stage.offset != first.offset + n * spacing
+                or (stage.shape, stage.element) != (first.shape, first.element)):
+            raise error_at(op, f"expects stages at evenly spaced offsets, stage #{n} is at "
+                               f"byte {stage.offset}" + (" plus a run-time offset"
+                                                         if stage.dynamic is not None else ""))
+    transforms = inferred_transforms(op, "out_transforms", 0)
+    index = ctx.scalar(op, op.index)
+    if index.constant is not None:
+        ctx.set(op.result, dataclasses.replace(stages[int(index.constant)],
+                                               transforms=transforms))
+        return
+    b = ctx.builder
+    low = index.operand if index.type.bits == 32 else b.compute("cvt.u32.u64", "u32",
+                                                                 index.operand)
+    dynamic = b.compute("mul.lo.u32", "u32", low, spacing)
+    ref = SmemRef(first.offset, first.shape, first.element, transforms, dynamic,
+                  (len(stages) - 1) * spacing + first.size_bytes)
+    if ref.swizzle is not None and spacing % (8 * ref.swizzle):
+        raise error_at(op, f"{ref.swizzle}-byte swizzled stages must be {8 * ref.swizzle} "
+                           f"bytes apart, these are {spacing}")
     ctx.set(op.result, ref)
 
 
@@ -351,7 +399,7 @@ def load_smem(ctx: LoweringContext, op: VectorLoadOp) -> None:
     shape = tuple(ir.VectorType(result.type).shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
     ref = smem_ref(ctx, op, op.source)
-    order_generic_access(ctx, ref.offset, ref.offset + ref.size_bytes, False,
+    order_generic_access(ctx, ref.start, ref.stop, False,
                          owner(ref, op.indices, layout, shape))
     dist = layout.distribution(shape)
     pack = elements_per_register(ref.element, dist.vector_length)
@@ -424,7 +472,7 @@ def store_smem(ctx: LoweringContext, op: VectorStoreOp) -> None:
         raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
                            f"{layout}")
     ref = smem_ref(ctx, op, op.destination)
-    order_generic_access(ctx, ref.offset, ref.offset + ref.size_bytes, True,
+    order_generic_access(ctx, ref.start, ref.stop, True,
                          owner(ref, op.indices, layout, array.shape))
     if _store_matrices(ctx, op, array, ref):
         ctx.unpublished_smem_writes = True

@@ -82,9 +82,9 @@ def _static_access(ctx: LoweringContext, op: SmaltiOp, ref: ir.Value, write: boo
                    ) -> SmemAccess:
     """What one generic access op touches, as far as is known before it is lowered."""
     lowered = ctx.values.get(ref)
-    if lowered is None or not hasattr(lowered, "offset"):
+    if lowered is None or not hasattr(lowered, "stop"):
         return SmemAccess(*UNKNOWN, write)
-    start, stop = lowered.offset, lowered.offset + lowered.size_bytes
+    start, stop = lowered.start, lowered.stop
     vectors = [v for v in op.operation.operands if isinstance(v.type, ir.VectorType)] + [
         v for v in op.operation.results if isinstance(v.type, ir.VectorType)]
     attr = "in_layouts" if write else "out_layouts"

@@ -239,7 +239,7 @@ def _copies(ctx: LoweringContext, op: AsyncCopyOp, ref: SmemRef, part: Register 
 @lowering_rule(AsyncLoadOp)
 def _async_load(ctx: LoweringContext, op: AsyncLoadOp) -> None:
     ref = smem_ref(ctx, op, op.destination)
-    order_async_write(ctx, ref.offset, ref.offset + ref.size_bytes)
+    order_async_write(ctx, ref.start, ref.stop)
     bars = smem_ref(ctx, op, op.barriers)
     barrier = barrier_address(ctx, op, bars, op.barrier_index)
     tmap = _tensor_map(ctx, op)

@@ -70,7 +70,7 @@ def _descriptor_fields(op: WgmmaOp, ref: SmemRef, is_b: bool) -> tuple[bool, int
 
 def _descriptor_base(ctx: LoweringContext, ref: SmemRef, bits: int) -> Register:
     """The 64-bit descriptor of the ref's first byte (memoised per block, like its address)."""
-    key = ("wgmma_desc", ref.offset, bits)
+    key = ("wgmma_desc", ref.offset, ref.dynamic, bits)
     if key not in ctx.block_cache:
         b = ctx.builder
         address = b.compute("shr.u32", "u32", smem_address(ctx, ref), 4)
