@@ -20,6 +20,10 @@
 
 #include "xla/ffi/api/ffi.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 namespace ffi = xla::ffi;
 
 namespace {
@@ -36,6 +40,41 @@ std::mutex simulator_mutex;
 SimulateFn simulator = nullptr;
 
 constexpr std::size_t kErrorCapacity = 16384;
+
+// XLA's CPU threads flush subnormal floats to zero (x86 MXCSR FTZ and DAZ, AArch64 FPCR.FZ);
+// PTX's arithmetic without .ftz keeps them, so the simulator (numpy, on this thread) runs
+// with flushing off, restored when the call returns.
+class KeepSubnormals {
+ public:
+  KeepSubnormals() {
+#if defined(__x86_64__) || defined(__i386__)
+    saved_ = _mm_getcsr();
+    _mm_setcsr(saved_ & ~(kFlushToZero | kDenormalsAreZero));
+#elif defined(__aarch64__)
+    saved_ = __builtin_aarch64_get_fpcr64();
+    __builtin_aarch64_set_fpcr64(saved_ & ~kFpcrFlushToZero);
+#endif
+  }
+  ~KeepSubnormals() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(saved_);
+#elif defined(__aarch64__)
+    __builtin_aarch64_set_fpcr64(saved_);
+#endif
+  }
+  KeepSubnormals(const KeepSubnormals&) = delete;
+  KeepSubnormals& operator=(const KeepSubnormals&) = delete;
+
+ private:
+#if defined(__x86_64__) || defined(__i386__)
+  static constexpr unsigned kFlushToZero = 0x8000;      // MXCSR.FTZ
+  static constexpr unsigned kDenormalsAreZero = 0x0040;  // MXCSR.DAZ
+  unsigned saved_;
+#elif defined(__aarch64__)
+  static constexpr std::uint64_t kFpcrFlushToZero = 1ull << 24;  // FPCR.FZ
+  std::uint64_t saved_;
+#endif
+};
 
 ffi::Error Simulate(ffi::RemainingArgs args, ffi::RemainingRets rets, std::string_view ptx,
                     std::string_view signature) {
@@ -64,6 +103,7 @@ ffi::Error Simulate(ffi::RemainingArgs args, ffi::RemainingRets rets, std::strin
     sizes.push_back((*buffer)->size_bytes());
   }
   std::string error(kErrorCapacity, '\0');
+  KeepSubnormals keep_subnormals;
   int status = run(ptx.data(), ptx.size(), signature.data(), signature.size(), args.size(),
                    buffers.size(), buffers.data(), sizes.data(), error.data(), error.size());
   if (status != 0) {
