@@ -63,6 +63,11 @@ LIMITATIONS: list[Limitation] = [
     Limitation("relayout across warps",
                re.compile(r"op cannot be given a layout: "),
                "README 'Not built yet: relayouts across warps'; docs/dsl.md 'Not supported yet'"),
+    # The same limitation met by the lowering, where inference leaves a relayout across warps
+    # to it (smalti/lowering/layout.py: "needs shared memory, which is not supported yet").
+    Limitation("relayout across warps",
+               re.compile(r"op relayout from .* needs shared memory, which is not supported yet"),
+               "README 'Not built yet: relayouts across warps (through shared memory)'"),
 ]
 
 KNOWN_FINDINGS: list[KnownFinding] = [
