@@ -209,6 +209,37 @@ def test_constant_scalars_print_their_values():
         compile_mlir(CONSTANTS_KERNEL, "k.mlir").assemble()
 
 
+BYTES_KERNEL = """func.func @bytes(%a: memref<4x128xf8E4M3FN>, %b: memref<128xi8>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %x = "smalti.vector_load"(%a, %c0, %c0) : (memref<4x128xf8E4M3FN>, index, index) -> vector<4x128xf8E4M3FN>
+  "smalti.debug_print"(%x) {format = "x = {}"} : (vector<4x128xf8E4M3FN>) -> ()
+  %y = "smalti.vector_load"(%b, %c0) {out_layouts = [#smalti.strided<vec = 1>]} : (memref<128xi8>, index) -> vector<128xi8>
+  "smalti.debug_print"(%y) {format = "y = {}"} : (vector<128xi8>) -> ()
+  %z = arith.constant dense<-1.5> : vector<4x128xf8E4M3FN>
+  "smalti.debug_print"(%z) {format = "z = {}"} : (vector<4x128xf8E4M3FN>) -> ()
+  return
+}
+"""
+
+
+def test_eight_bit_vectors_print_their_values():
+    """fp8 packed four to a register, i8 one to a register's low byte, and an fp8 splat
+    constant: the printed arrays are the kernel's."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 128)).astype(ml_dtypes.float8_e4m3fn)
+    y = rng.integers(-128, 128, 128).astype(np.int8)
+    compiled, lines, _ = _run(BYTES_KERNEL, x, y)
+    assert [m["text"][:4] for m in lines] == ["x = ", "y = ", "z = "]
+    fp8 = ml_dtypes.float8_e4m3fn  # printed as the shortest text that reads back as it
+    np.testing.assert_array_equal(_array(lines[0], "x = ", "", (4, 128), fp8), x)
+    np.testing.assert_array_equal(_array(lines[1], "y = ", "", (128,), np.int8), y)
+    np.testing.assert_array_equal(_array(lines[2], "z = ", "", (4, 128), np.float32),
+                                  np.full((4, 128), -1.5, np.float32))
+    if ptxas_available():
+        compiled.assemble()
+
+
 def test_dsl_debug_print_prints_arrays_and_indices_at_the_users_lines(capfd):
     """sd.debug_print under jax.jit: one line per block, located at the Python source."""
     import jax

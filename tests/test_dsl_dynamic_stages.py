@@ -173,6 +173,8 @@ def test_a_chosen_stage_round_trips_through_registers():
         sd.fori(0, 4, body)
 
     x = np.random.default_rng(2).standard_normal((256, 64)).astype(np.float32)
+    mlir = round_trip.trace(jax.ShapeDtypeStruct(x.shape, F32)).mlir
+    assert mlir.count('"smalti.select_stage"') == 2  # the store's stage and the load's
     got = np.asarray(jax.jit(round_trip)(x)).reshape(4, 64, 64)
     np.testing.assert_array_equal(got, (x.reshape(4, 64, 64) * 2).transpose(0, 2, 1))
 

@@ -57,23 +57,23 @@ func.func @result(%v: vector<128xf32>) {
 // -----
 
 func.func @memref_operand(%m: memref<128xf32>) {
-  // expected-error @+1 {{cannot print operand type memref<128xf32>: expects a vector or a scalar of i1, i16, f16, bf16, i32, f32, i64, f64, index}}
+  // expected-error @+1 {{cannot print operand type memref<128xf32>: expects a vector or a scalar of i1, i8, f8E4M3FN, f8E5M2, i16, f16, bf16, i32, f32, i64, f64, index}}
   "smalti.debug_print"(%m) {format = "{}"} : (memref<128xf32>) -> ()
   return
 }
 
 // -----
 
-func.func @fp8_vector(%v: vector<128xf8E4M3FN>) {
-  // expected-error @+1 {{cannot print element type f8E4M3FN: expects a vector or a scalar of}}
-  "smalti.debug_print"(%v) {format = "{}"} : (vector<128xf8E4M3FN>) -> ()
+func.func @i4_vector(%v: vector<128xi4>) {
+  // expected-error @+1 {{cannot print element type i4: expects a vector or a scalar of}}
+  "smalti.debug_print"(%v) {format = "{}"} : (vector<128xi4>) -> ()
   return
 }
 
 // -----
 
 func.func @i8_scalar(%s: i8) {
-  // expected-error @+1 {{cannot print operand type i8}}
+  // expected-error @+1 {{cannot print operand type i8: 8-bit values print as vectors only}}
   "smalti.debug_print"(%s) {format = "s = {}"} : (i8) -> ()
   return
 }

@@ -76,6 +76,37 @@ func.func @swap(%a: memref<4x128xf32>, %b: memref<4x128xf32>)
 
 // -----
 
+// scf.if yielding an i1 vector: the branches move predicates (mov.pred) into the result's.
+// CHECK-LABEL: .visible .entry branch_i1(
+// CHECK: @!{{%p[0-9]+}} bra.uni $if_else_0;
+// CHECK: setp.lt.f32 [[LT:%p[0-9]+]]
+// CHECK: mov.pred [[R:%p[0-9]+]], [[LT]];
+// CHECK: $if_else_0:
+// CHECK: setp.gt.f32 [[GT:%p[0-9]+]]
+// CHECK: mov.pred [[R]], [[GT]];
+// CHECK: $if_end_0:
+// CHECK: selp.f32 {{%f[0-9]+}}, {{%f[0-9]+}}, {{%f[0-9]+}}, [[R]];
+func.func @branch_i1(%a: memref<128xf32>, %n: i32)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : i32
+  %zero = arith.constant dense<0.0> : vector<128xf32>
+  %x = "smalti.vector_load"(%a, %c0) : (memref<128xf32>, index) -> vector<128xf32>
+  %big = arith.cmpi sgt, %n, %c2 : i32
+  %m = scf.if %big -> (vector<128xi1>) {
+    %lt = arith.cmpf olt, %x, %zero : vector<128xf32>
+    scf.yield %lt : vector<128xi1>
+  } else {
+    %gt = arith.cmpf ogt, %x, %zero : vector<128xf32>
+    scf.yield %gt : vector<128xi1>
+  }
+  %y = arith.select %m, %zero, %x : vector<128xi1>, vector<128xf32>
+  "smalti.vector_store"(%y, %a, %c0) : (vector<128xf32>, memref<128xf32>, index) -> ()
+  return
+}
+
+// -----
+
 // scf.if on a uniform comparison: both branches move their vector into shared registers.
 // CHECK-LABEL: .visible .entry branch(
 // CHECK: setp.gt.s32 [[BIG:%p[0-9]+]], {{%r[0-9]+}}, 2;

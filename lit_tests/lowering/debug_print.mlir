@@ -89,3 +89,21 @@ func.func @grid(%a: memref<2x8x128xbf16>, %x: f32, %n: i32, %flag: i1)
   "smalti.debug_print"(%flag) {format = "flag = {}"} : (i1) -> ()
   return
 }
+
+// -----
+
+// 8-bit vectors: four fp8 in a .b32 stored whole; one i8 in a .b16 stored as its low byte.
+// CHECK-LABEL: .visible .entry bytes(
+// CHECK: ld.global.b32 [[X:%r[0-9]+]],
+// CHECK: st.global.b32 [{{%rd[0-9]+}}+16], [[X]];
+// CHECK: ld.global.b8 [[Y:%rs[0-9]+]],
+// CHECK: st.global.b8 [{{%rd[0-9]+}}+544], [[Y]];
+func.func @bytes(%a: memref<4x128xf8E4M3FN>, %b: memref<128xi8>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %x = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.strided<vec = 4>]} : (memref<4x128xf8E4M3FN>, index, index) -> vector<4x128xf8E4M3FN>
+  "smalti.debug_print"(%x) {format = "x = {}"} : (vector<4x128xf8E4M3FN>) -> ()
+  %y = "smalti.vector_load"(%b, %c0) {out_layouts = [#smalti.strided<vec = 1>]} : (memref<128xi8>, index) -> vector<128xi8>
+  "smalti.debug_print"(%y) {format = "y = {}"} : (vector<128xi8>) -> ()
+  return
+}

@@ -22,8 +22,8 @@ from smalti.tiling import WARPGROUP_SIZE, Layout, LayoutError, WGSplatLayout
 
 PLACEHOLDER = "{}"
 # Element types a debug_print can show, and their bytes in the debug buffer (i1: one byte).
-PRINTABLE_BYTES = {"i1": 1, "i16": 2, "f16": 2, "bf16": 2, "i32": 4, "f32": 4, "i64": 8,
-                   "f64": 8, "index": 8}
+PRINTABLE_BYTES = {"i1": 1, "i8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "i16": 2, "f16": 2,
+                   "bf16": 2, "i32": 4, "f32": 4, "i64": 8, "f64": 8, "index": 8}
 HEADER_BYTES = 16  # per instance: a u32 count of executions, padded to 16 bytes
 
 
@@ -52,10 +52,15 @@ class DebugPrintOp(SmaltiOp):
         value_type = self.value.type
         element = (ir.VectorType(value_type).element_type
                    if isinstance(value_type, ir.VectorType) else value_type)
-        if type_name(element) not in PRINTABLE_BYTES:
+        name = type_name(element)
+        if name not in PRINTABLE_BYTES:
             what = "element type" if isinstance(value_type, ir.VectorType) else "operand type"
             raise error_at(op, f"cannot print {what} {element}: expects a vector or a scalar "
                                "of " + ", ".join(PRINTABLE_BYTES))
+        if PRINTABLE_BYTES[name] == 1 and name != "i1" and not isinstance(
+                value_type, ir.VectorType):
+            raise error_at(op, f"cannot print operand type {element}: 8-bit values print as "
+                               "vectors only (scalars live in 16-bit registers)")
 
 
 @dataclass(frozen=True)

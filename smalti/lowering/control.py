@@ -70,7 +70,7 @@ def home_for(ctx: LoweringContext, op: ir.OpView, result: ir.Value, layout) -> L
     if isinstance(result.type, ir.VectorType):
         vector_type = ir.VectorType(result.type)
         element = vector_element_type(vector_type.element_type)
-        if element is None or element.bits == 1:
+        if element is None:
             raise error_at(op, f"cannot yield vectors of {vector_type.element_type}")
         shape = tuple(vector_type.shape)
         count, length = fragment_geometry(layout, shape)

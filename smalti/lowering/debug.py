@@ -26,6 +26,8 @@ from smalti.tiling import WARPGROUP_SIZE
 
 DEBUG_PARAM = "debug"
 HALF_FLOATS = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
+BYTE_TYPES = {"i8": np.int8, "f8E4M3FN": ml_dtypes.float8_e4m3fn,
+              "f8E5M2": ml_dtypes.float8_e5m2}
 
 
 def declare_debug_buffer(ctx: LoweringContext, func: ir.Operation) -> None:
@@ -106,6 +108,15 @@ def _store(ctx: LoweringContext, address: Address, source: Register | Immediate,
         else:
             byte = b.compute("selp.u16", "u16", 1, 0, source)
         b.emit("st.global.u8", address, byte, guard=guard)
+        return
+    if element.bits == 8:  # bytes packed in a .b32 (4), a .b16 (2) or its low byte (1)
+        unit = {4: "b32", 2: "b16", 1: "b8"}[pack]
+        if isinstance(source, Immediate):
+            byte = int(np.array(source.value, BYTE_TYPES[element.name]).view(np.uint8))
+            kind = "b32" if pack == 4 else "b16"
+            copies = sum(byte << (8 * i) for i in range(pack))  # pack copies of the byte
+            source = b.compute(f"mov.{kind}", kind, Immediate(copies))
+        b.emit(f"st.global.{unit}", address, source, guard=guard)
         return
     if isinstance(source, Immediate) and element.name in HALF_FLOATS:  # mov takes bits
         bits = np.array(source.value, HALF_FLOATS[element.name]).view(np.uint16)

@@ -77,14 +77,6 @@ KNOWN_FINDINGS: list[KnownFinding] = [
     # gives the subnormals).
     KnownFinding("subnormals flushed on the CPU path", "mismatch", None,
                  "tests/differential/findings/dsl_subnormal_flush.py", _flushes_subnormals),
-    # smalti/lowering/control.py: scf.if refuses to yield i1 vectors (scf.for carries them).
-    KnownFinding("scf.if cannot yield i1 vectors", "refusal",
-                 re.compile(r"'scf.if' op cannot yield vectors of i1"),
-                 "tests/differential/findings/mlir_if_yields_i1.mlir"),
-    # smalti/lowering/debug.py: debug_print refuses fp8 vectors (undocumented).
-    KnownFinding("debug_print of fp8", "refusal",
-                 re.compile(r"'smalti.debug_print' op cannot print element type f8"),
-                 "tests/differential/findings/mlir_print_fp8.mlir"),
     # smalti/layout_inference: an insert of one splat into another gets a splat layout
     # (debug_print takes any layout), which the lowering refuses.
     KnownFinding("insert of splats given a splat layout", "refusal",
