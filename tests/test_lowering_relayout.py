@@ -2,7 +2,7 @@
 warps (smalti.lowering.relayout): the simulator moves every element where the target layout
 says (distinct values, so a misplaced one shows), the PTX has as many shuffles as the
 planner's cost says, inference accepts the casts the lowering performs (and only those),
-and a cast that would need shared memory is a located error.
+and a cast that needs shared memory goes through it (smalti.lowering.relayout_smem).
 
 The main case is FlashAttention-3's: P = f8(S) from an f32 accumulator is in WGMMA_LAYOUT
 (column pairs), but wgmma's 8-bit A from registers needs WGMMA_LAYOUT_8BIT (column quads).
@@ -187,17 +187,24 @@ def test_inference_accepts_the_cast_the_conflict_asks_for():
     assert ptx.count("shfl.sync.bfly.b32") == 8
 
 
-def test_inference_refuses_a_cast_across_warps():
-    text = cast_kernel(WGMMA_LAYOUT, WGMMA_TRANSPOSED_LAYOUT, (64, 64), "f32")
+def test_inference_accepts_a_cast_across_warps_and_refuses_64_bit_elements():
+    """A cast across warps goes through shared memory (smalti.lowering.relayout_smem); 64-bit
+    elements relayout neither way."""
+    compiled = compile_mlir(cast_kernel(WGMMA_LAYOUT, WGMMA_TRANSPOSED_LAYOUT, (64, 64), "f32"),
+                            "cast.mlir")
+    data = distinct_inputs((64, 64), "f32")[0]
+    np.testing.assert_array_equal(run_simulated(compiled, data, np.zeros_like(data))[-1], data)
+    text = cast_kernel(WGMMA_LAYOUT, WGMMA_TRANSPOSED_LAYOUT, (64, 64), "i64")
     with pytest.raises(DiagnosticError, match=r"cast.mlir:5:\d+: error: 'smalti.layout_cast' op "
                                               r"cannot be given a layout: this relayout is not "
                                               r"supported \(only splat broadcasts, no-op casts "
-                                              r"and relayouts within warps are\)"):
+                                              r"and relayouts of 8-, 16- and 32-bit elements "
+                                              r"between distributed layouts are\)"):
         compile_mlir(text, "cast.mlir")
 
 
-def test_lowering_reports_a_cast_across_warps_at_the_op():
-    """Laid out by hand (no inference), a cast that needs shared memory is a located error."""
+def test_lowering_performs_a_cast_across_warps_laid_out_by_hand():
+    """Laid out by hand (no inference), a cast that needs shared memory lowers too."""
     text = cast_kernel(WGMMA_LAYOUT, WGMMA_TRANSPOSED_LAYOUT, (64, 64), "f32")
     module = parse_module(text, "cast.mlir", make_context())
     function = module.regions[0].blocks[0].operations[0]
@@ -207,8 +214,7 @@ def test_lowering_reports_a_cast_across_warps_at_the_op():
                 op.attributes["in_layouts"] = op.operands[0].owner.attributes["out_layouts"]
                 op.attributes["out_layouts"] = op.attributes["new_layout"].__class__.parse(
                     f"[#smalti.{layout_to_text(WGMMA_TRANSPOSED_LAYOUT)}]")
-    with pytest.raises(DiagnosticError, match=r"cast.mlir:5:\d+: error: 'smalti.layout_cast' op "
-                                              r"relayout from #smalti.tiled<.*> to "
-                                              r"#smalti.tiled<.*> needs shared memory, which is "
-                                              r"not supported yet: thread \d+ needs element"):
-        compile_module(module, pipeline="builtin.module(smalti-tile,smalti-warpgroup)")
+    compiled = compile_module(module, pipeline="builtin.module(smalti-tile,smalti-warpgroup)")
+    assert "bar.sync" in compiled.ptx and "st.shared" in compiled.ptx
+    data = distinct_inputs((64, 64), "f32")[0]
+    np.testing.assert_array_equal(run_simulated(compiled, data, np.zeros_like(data))[-1], data)

@@ -24,6 +24,7 @@ from smalti.tiling import (
     lowers_without_smem,
     relayout_cost,
 )
+from smalti.tiling.smem_relayout import plan_smem_relayout
 
 # Each thread of a quad holds both of its rows entirely (what a row vector broadcasts to
 # when the WGMMA layout does not fit): 64 f32 registers per row.
@@ -92,13 +93,17 @@ def test_splat_to_strided_and_nothing_to_splat():
 
 def test_strided_vec8_to_vec4_crosses_warps():
     # Thread 32 needs flat elements 128..131, which vec 8 gives to thread 16 (warp 0).
-    assert relayout_cost(WGStridedLayout(8), WGStridedLayout(4), (128, 128), 16) == RelayoutCost(
-        "smem", smem_bytes=128 * 128 * 2)
+    cost = relayout_cost(WGStridedLayout(8), WGStridedLayout(4), (64, 128), 16)
+    plan = plan_smem_relayout(WGStridedLayout(8), WGStridedLayout(4), (64, 128), 16)
+    assert cost == RelayoutCost("smem", smem_bytes=64 * 128 * 2, smem_accesses=plan.accesses,
+                                smem_rounds=1)
 
 
 def test_transposing_the_wgmma_layout_in_place_needs_smem():
     cost = relayout_cost(WGMMA_LAYOUT, WGMMA_TRANSPOSED_LAYOUT, (64, 64), 32)
-    assert cost == RelayoutCost("smem", smem_bytes=64 * 64 * 4)
+    assert (cost.kind, cost.smem_bytes, cost.smem_rounds) == ("smem", 64 * 64 * 4, 1)
+    assert cost.smem_accesses == plan_smem_relayout(WGMMA_LAYOUT, WGMMA_TRANSPOSED_LAYOUT,
+                                                    (64, 64), 32).accesses
     assert not lowers_without_smem(WGMMA_LAYOUT, WGStridedLayout(2), (64, 64), 32)
 
 

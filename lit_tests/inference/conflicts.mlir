@@ -23,8 +23,9 @@ func.func @kernel(%a: memref<64x64xf32>, %acc: memref<64xf32>, %b: memref<64x64x
   // expected-error-re @+2 {{'vector.transpose' op cannot be given a layout: no layout of the result of 'smalti.vector_load' at {{.*}}:{{[0-9]+}}:8 satisfies these constraints together (4 constraints in conflict)}}
   // expected-note @+1 {{'vector.transpose': vector.transpose permutes its operand's layout}}
   %t = vector.transpose %y, [1, 0] : vector<64x64xf32> to vector<64x64xf32>
+  // expected-note @+3 {{'arith.addf': an elementwise op's operands and result share a layout}}
   // expected-note @+2 {{'arith.addf': an elementwise op's operands and result share a layout}}
-  // expected-note @+1 {{'arith.addf': an elementwise op's operands and result share a layout}}
+  // expected-note-re @+1 {{a smalti.layout_cast of the result of 'vector.transpose' at {{.*}}:25:8 to #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1> before its use here would resolve the conflict}}
   %s = arith.addf %y, %t : vector<64x64xf32>
   "smalti.vector_store"(%s, %out1, %c0, %c0) : (vector<64x64xf32>, memref<64x64xf32>, index, index) -> ()
   return

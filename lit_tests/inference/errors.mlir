@@ -56,7 +56,7 @@ func.func @unsupported_relayout(%a: memref<128x256xf32>) {
   %c0 = arith.constant 0 : index
   // expected-note @+1 {{'smalti.vector_load': annotated in out_layouts: #smalti.strided<vec = 4>}}
   %v = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.strided<vec = 4>]} : (memref<128x256xf32>, index, index) -> vector<128x128xf32>
-  // expected-error @+3 {{'smalti.layout_cast' op cannot be given a layout: this relayout is not supported (only splat broadcasts, no-op casts and relayouts within warps are) (3 constraints in conflict)}}
+  // expected-error @+3 {{'smalti.layout_cast' op cannot be given a layout: this relayout is not supported (only splat broadcasts, no-op casts and relayouts of 8-, 16- and 32-bit elements between distributed layouts are) (3 constraints in conflict)}}
   // expected-note @+2 {{'smalti.layout_cast': layout_cast converts its operand's layout}}
   // expected-note @+1 {{'smalti.layout_cast': layout_cast sets its result's layout: #smalti.strided<vec = 2>}}
   %w = "smalti.layout_cast"(%v) {new_layout = #smalti.strided<vec = 2>} : (vector<128x128xf32>) -> vector<128x128xf32>

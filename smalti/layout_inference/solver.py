@@ -63,7 +63,7 @@ from smalti.tiling import (
     lowers_without_smem,
 )
 from smalti.tiling.cost import registers_per_thread, replication_problem
-from smalti.tiling.relayout import relayout_kind
+from smalti.tiling.relayout import relayout_kind, smem_relayout_problem
 from smalti.tiling.smem import physical_shape
 
 SEARCH_BUDGET = 100_000  # candidate layouts tried, per independent part, before giving up
@@ -76,9 +76,9 @@ FALLBACK_CANDIDATES: tuple[Layout, ...] = (
     WGMMA_LAYOUT_8BIT, WGSplatLayout(),
 )
 
-# Relayouts by cost (smalti.tiling.relayout): none, register moves, shuffles; the lowering
-# refuses the rest.
-_RELAYOUT_RANK = {"none": 0, "registers": 1, "shuffles": 2, "smem": 3}
+# Relayouts by cost (smalti.tiling.relayout): none, register moves, shuffles within warps, a
+# round trip through shared memory (across warps); then those the lowering refuses.
+_RELAYOUT_RANK = {"none": 0, "registers": 1, "shuffles": 2, "smem": 3, "unsupported": 4}
 
 
 @dataclass(frozen=True)
@@ -177,14 +177,16 @@ def too_dear(layout: Layout, var: Variable) -> str | None:
 def relayout_supported(source: Layout, target: Layout, shape: tuple[int, ...],
                        bitwidth: int) -> bool:
     """Relayouts the lowering performs: none at all, a splat broadcast to any layout, and
-    between distributed layouts of 8-, 16- or 32-bit elements where every element stays in
-    its warp (register moves and shuffles, smalti.lowering.relayout)."""
+    between distributed layouts of 8-, 16- or 32-bit elements: within warps in registers and
+    shuffles (smalti.lowering.relayout), across warps through shared memory where
+    `smem_relayout_problem` finds none (smalti.lowering.relayout_smem)."""
     if source == target or isinstance(source, WGSplatLayout):
         return True
     if isinstance(target, WGSplatLayout) or bitwidth not in (8, 16, 32):
         return False
     try:
-        return lowers_without_smem(source, target, shape, bitwidth)
+        return (lowers_without_smem(source, target, shape, bitwidth)
+                or smem_relayout_problem(source, target, shape, bitwidth) is None)
     except LayoutError:
         return False
 
@@ -192,9 +194,10 @@ def relayout_supported(source: Layout, target: Layout, shape: tuple[int, ...],
 @functools.cache
 def relayout_rank(source: Layout, target: Layout, shape: tuple[int, ...], bitwidth: int
                   ) -> int:
-    """How dear a relayout is: 0 none, 1 register moves, 2 shuffles, 3 not supported."""
+    """How dear a relayout is: 0 none, 1 register moves, 2 shuffles, 3 through shared
+    memory, 4 not supported."""
     if not relayout_supported(source, target, shape, bitwidth):
-        return _RELAYOUT_RANK["smem"]
+        return _RELAYOUT_RANK["unsupported"]
     if source == target:
         return 0
     if isinstance(source, WGSplatLayout):
@@ -446,7 +449,7 @@ class _Solver:
                 self.layout[source], self.layout[target], r.source.shape, r.source.bitwidth):
             raise _Conflicted(Conflict(
                 "this relayout is not supported (only splat broadcasts, no-op casts and "
-                "relayouts within warps are)",
+                "relayouts of 8-, 16- and 32-bit elements between distributed layouts are)",
                 (*self._why(r.source), r, *reversed(self._why(r.target)))))
 
     # Explanations.
@@ -574,25 +577,44 @@ class _Solver:
             return (all(isinstance(layout, k) for k in kinds)
                     and all(fits_variable(layout, v) for v in shapes))
 
-        for *_, hint in self.hints[root]:
-            if fresh(hint.layout):
-                yield hint.layout, hint
-        for layout, proposer in self._suggestions(root):
-            if fresh(layout):
+        # Hints and suggestions that need a relayout across warps (through shared memory) to
+        # an assigned neighbour wait until the defaults are costed, among which they rank
+        # after every layout that needs none.
+        deferred: dict[Layout, Hint | Derived | RelayoutAllowed] = {}
+        proposed = [(hint.layout, hint) for *_, hint in self.hints[root]]
+        for layout, proposer in [*proposed, *self._suggestions(root)]:
+            if vars_[0].domain != SMEM and self._crosses_warps(root, layout):
+                deferred.setdefault(layout, proposer)
+            elif fresh(layout):
                 yield layout, proposer
         if vars_[0].domain == SMEM:  # no transforms at all is the fallback
             if fresh(()):
                 yield (), None
             return
         bitwidth = max(v.bitwidth for v in vars_)
-        defaults: list[Layout] = []
+        defaults: list[Layout] = list(deferred)
         for shape in dict.fromkeys(v.shape for v in vars_):
             if (strided := widest_strided_layout(shape, bitwidth)) is not None:
                 defaults.append(strided)
         defaults.extend(FALLBACK_CANDIDATES)
         for layout in self._by_cost(root, [d for d in defaults if d not in tried]):
             if fresh(layout):
-                yield layout, None
+                yield layout, deferred.get(layout)
+
+    def _crosses_warps(self, root: int, layout: Layout) -> bool:
+        """Whether giving the class `layout` needs a relayout through shared memory (or one
+        not supported) to an assigned neighbour of a layout_cast."""
+        for var in self.members[root]:
+            for r in self.relayouts.get(var.id, ()):
+                mine = self._find(r.source.id) == root
+                other = self.layout.get(self._find((r.target if mine else r.source).id))
+                if other is None:
+                    continue
+                source, target = (layout, other) if mine else (other, layout)
+                if relayout_rank(source, target, r.source.shape, r.source.bitwidth
+                                 ) >= _RELAYOUT_RANK["smem"]:
+                    return True
+        return False
 
     def _by_cost(self, root: int, layouts: list[Layout]) -> list[Layout]:
         """`layouts` that fit the class, cheapest first (stable): those within the register

@@ -39,6 +39,17 @@ class SmemAccess:
 
 
 @dataclass(frozen=True)
+class ScratchBuffer:
+    """A static shared buffer that lowering rules of one kind share across a kernel (ops of
+    a warpgroup run one after another): `stride` bytes per copy, one copy per warpgroup of
+    `warpgroups` (the warpgroups that may use it, in order)."""
+
+    symbol: Symbol
+    stride: int
+    warpgroups: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class DebugBuffer:
     """The kernel's debug buffer: global address, this thread's instance, ops and records."""
 
@@ -78,6 +89,8 @@ class LoweringContext:
         # Byte ranges of the barrier arrays other CTAs signal (None: not computed yet).
         self.peer_barriers: tuple[tuple[int, float], ...] | None = None
         self._scratch_counts: dict[str, int] = {}
+        # The scratch of relayouts through shared memory (smalti.lowering.relayout_smem).
+        self.relayout_scratch: ScratchBuffer | None = None
 
     def lower_block(self, block: ir.Block) -> tuple[LoweredValue, ...]:
         """Lower `block`'s ops in order; an `scf.yield` ends it and its lowered operands are

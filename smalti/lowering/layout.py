@@ -1,5 +1,6 @@
 """layout_cast: the same array in another register layout, in registers and with shuffles
-within warps (smalti.lowering.relayout), or a splat broadcast."""
+within warps (smalti.lowering.relayout), through shared memory across warps
+(smalti.lowering.relayout_smem), or a splat broadcast."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.packing import replicate
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.relayout import relayout_in_registers
+from smalti.lowering.relayout_smem import relayout_through_smem
 from smalti.lowering.values import FragmentedArray, elements_per_register, fragment_geometry
 from smalti.tiling import LayoutError, WGSplatLayout
+from smalti.tiling.relayout import relayout_kind
 
 
 @lowering_rule(LayoutCastOp)
@@ -29,10 +32,13 @@ def _layout_cast(ctx: LoweringContext, op: LayoutCastOp) -> None:
     if isinstance(target, WGSplatLayout) or source.element.bits not in (8, 16, 32):
         raise error_at(op, f"{where} of {source.element.name} elements is not supported")
     try:
-        ctx.set(op.result, relayout_in_registers(ctx, source, target))
+        kind = relayout_kind(source.layout, target, source.shape, source.element.bits)
+        if kind != "smem":
+            ctx.set(op.result, relayout_in_registers(ctx, source, target))
+            return
+        ctx.set(op.result, relayout_through_smem(ctx, op, source, target))
     except LayoutError as e:
-        raise error_at(op, f"{where} needs shared memory, which is not supported yet: {e}"
-                       ) from None
+        raise error_at(op, f"{where} cannot be done through shared memory: {e}") from None
 
 
 def broadcast_splat(ctx: LoweringContext, source: FragmentedArray, target) -> FragmentedArray:

@@ -37,11 +37,11 @@ def relayout_in_registers(ctx: LoweringContext, source: FragmentedArray, target:
     count, length = fragment_geometry(target, shape)
     pack = elements_per_register(element, length)
     word_type = "f32" if source.register_type == "f32" else "b32"
-    words, src_table = _source_words(ctx, source, word_type)
+    words, src_table = source_words(ctx, source, word_type)
     dst_bits = register_bits(element, pack)
     dst_table = _word_table(target, shape, pack, element.bits, dst_bits)
     plan = plan_shuffles(src_table, dst_table)
-    gather = _Gatherer(ctx, element.bytes, word_type)
+    gather = Gatherer(ctx, element.bytes, word_type)
     b = ctx.builder
     received = []
     for k in range(plan.rounds):
@@ -50,7 +50,7 @@ def relayout_in_registers(ctx: LoweringContext, source: FragmentedArray, target:
         received.append(b.compute("shfl.sync.bfly.b32", word_type, sent, partner, 0x1F, -1))
     registers = words + received
     built = [gather.word(registers, plan.gathers[j]) for j in range(dst_table.shape[1])]
-    flat = _split_words(ctx, built, count * (length // pack), register_type(element, pack),
+    flat = split_words(ctx, built, count * (length // pack), register_type(element, pack),
                         dst_bits)
     per_vector = length // pack
     vectors = tuple(tuple(flat[r * per_vector:(r + 1) * per_vector]) for r in range(count))
@@ -63,12 +63,17 @@ def _word_table(layout: Layout, shape: tuple[int, ...], pack: int, bits: int,
     registers (`pack` elements, `reg_bits` wide) form: 16-bit registers two to a word."""
     index = layout.element_index(shape)
     flat = np.ravel_multi_index(tuple(np.moveaxis(index, -1, 0)), shape)
-    threads = flat.shape[0]
-    per_register = flat.reshape(threads, -1, pack)
+    return pack_words(flat.reshape(flat.shape[0], -1, pack), bits, reg_bits)
+
+
+def pack_words(per_register: np.ndarray, bits: int, reg_bits: int) -> np.ndarray:
+    """[thread, word, position] of the entries of `per_register` [thread, register, slot]
+    in the .b32 words the registers (`reg_bits` wide) form: narrower registers two to a
+    word, each in its half (-1: no entry)."""
+    threads, registers, pack = per_register.shape
     per_word = WORD_BITS // bits
     if reg_bits == WORD_BITS:
         return per_register
-    registers = per_register.shape[1]
     table = np.full((threads, -(-registers // 2), per_word), -1, dtype=np.int64)
     for r in range(registers):
         half = (r % 2) * (per_word // 2)
@@ -76,7 +81,7 @@ def _word_table(layout: Layout, shape: tuple[int, ...], pack: int, bits: int,
     return table
 
 
-def _source_words(ctx: LoweringContext, source: FragmentedArray, word_type: str
+def source_words(ctx: LoweringContext, source: FragmentedArray, word_type: str
                   ) -> tuple[list[Register], np.ndarray]:
     """The source registers as .b32 words, and their word table."""
     registers = [r for vector in source.vectors for r in vector]
@@ -95,7 +100,7 @@ def _source_words(ctx: LoweringContext, source: FragmentedArray, word_type: str
     return words, table
 
 
-def _split_words(ctx: LoweringContext, words: list[Register], registers: int, ptx_type: str,
+def split_words(ctx: LoweringContext, words: list[Register], registers: int, ptx_type: str,
                  reg_bits: int) -> list[Register]:
     """The destination registers: the words themselves, or their 16-bit halves."""
     if reg_bits == WORD_BITS:
@@ -108,7 +113,7 @@ def _split_words(ctx: LoweringContext, words: list[Register], registers: int, pt
     return halves[:registers]
 
 
-class _Gatherer:
+class Gatherer:
     """Builds words from registers, position by position, with per-thread choices."""
 
     def __init__(self, ctx: LoweringContext, element_bytes: int, word_type: str) -> None:

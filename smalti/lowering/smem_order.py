@@ -20,11 +20,15 @@ from jaxlib.mlir import ir
 from smalti.dialect.attributes import attr_to_layouts
 from smalti.dialect.checks import is_smem_type
 from smalti.dialect.definition import Proxy, SmaltiOp
+from smalti.dialect.ops import LayoutCastOp
 from smalti.lowering.context import LoweringContext, SmemAccess
 from smalti.lowering.warpgroup import warpgroup_sync
 from smalti.tiling import Layout, WGSplatLayout
 
 UNKNOWN = (0, math.inf)
+# The static scratch that relayouts through shared memory share (smalti.lowering.
+# relayout_smem): outside the dynamic buffer, so a range no dynamic access overlaps.
+RELAYOUT_SCRATCH = (-1, 0)
 
 
 def owner(ref: object, indices: list[ir.Value], layout: Layout, shape: tuple[int, ...]
@@ -63,11 +67,14 @@ def order_async_write(ctx: LoweringContext, start: int, stop: float) -> None:
 
 def loop_carried(ctx: LoweringContext, body: ir.Block) -> tuple[SmemAccess, ...]:
     """The generic shared-memory accesses `body` makes (nested regions included): at the
-    top of an iteration they are pending from the previous one. A ref the body defines
-    itself, or whose layout is not inferred, counts as all of shared memory."""
+    top of an iteration they are pending from the previous one (a layout_cast: its reads
+    of the relayout scratch). A ref the body defines itself, or whose layout is not
+    inferred, counts as all of shared memory."""
     found: list[SmemAccess] = []
     for op in body.operations:
         view = op.operation.opview
+        if isinstance(view, LayoutCastOp):  # its last loads of the scratch (if it has any)
+            found.append(SmemAccess(*RELAYOUT_SCRATCH, False))
         if isinstance(view, SmaltiOp):
             for effect, value in view.memory_effects():
                 if effect.proxy is Proxy.GENERIC and is_smem_type(value.type):

@@ -2,7 +2,8 @@
 
 Three tiers, cheapest first: every thread already holds every element it needs (register
 moves and packing only); every element a thread needs is held by a thread of its own warp
-(`shfl.sync`, 32 bits each); otherwise a round trip through shared memory. The shuffle count
+(`shfl.sync`, 32 bits each); otherwise a round trip through shared memory
+(`smalti.tiling.smem_relayout`: its scratch bytes and shared accesses). The shuffle count
 is that of the plan the lowering emits (`plan_shuffles`): the fewest 32-bit words any exchange
 moves.
 """
@@ -25,6 +26,7 @@ from smalti.tiling.layouts import (
     check_layout_fits,
 )
 from smalti.tiling.shuffles import plan_shuffles
+from smalti.tiling.smem_relayout import plan_smem_relayout, smem_relayout_problem
 
 RelayoutKind = Literal["none", "registers", "shuffles", "smem"]
 REGISTER_BITS = 32
@@ -38,13 +40,18 @@ class RelayoutCost:
     its source registers (built by moves, packing or shuffles), the most over all threads.
     `shuffles`: `shfl.sync` instructions a warp executes (each moves 32 bits per lane), as
     many as the most words a lane receives or sends (`plan_shuffles`).
-    `smem_bytes`: shared memory the round trip stores the value in.
+    `smem_bytes`: shared memory the round trip takes at once (per warpgroup; a large value
+    goes in several rounds), `smem_accesses`: the ld/st.shared a thread executes,
+    `smem_rounds`: store-barrier-load rounds (`smalti.tiling.smem_relayout`); all 0 when the
+    relayout needs shared memory but cannot be done (`smem_relayout_problem`).
     """
 
     kind: RelayoutKind
     registers_moved: int = 0
     shuffles: int = 0
     smem_bytes: int = 0
+    smem_accesses: int = 0
+    smem_rounds: int = 0
 
 
 def relayout_cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> RelayoutCost:
@@ -85,7 +92,11 @@ def _cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int, count_shuffles:
     holders = src.owners(shape).reshape(math.prod(shape), -1, 3)[dst_map]
     in_warp = holders[..., 0] // WARP_SIZE == threads // WARP_SIZE
     if not in_warp.any(axis=-1).all():
-        return RelayoutCost("smem", smem_bytes=math.ceil(math.prod(shape) * bitwidth / 8))
+        if not count_shuffles or smem_relayout_problem(src, dst, shape, bitwidth) is not None:
+            return RelayoutCost("smem")
+        plan = plan_smem_relayout(src, dst, shape, bitwidth)
+        return RelayoutCost("smem", smem_bytes=plan.scratch_bytes,
+                            smem_accesses=plan.accesses, smem_rounds=len(plan.rounds))
     moved = _words_not_held(_words(src_map, bitwidth), dst_words) * registers_per_word
     local = (holders[..., 0] == threads).any(axis=-1)
     if local.all():

@@ -1,0 +1,295 @@
+"""Relayouts across warps: the plan of smalti.tiling.smem_relayout as PTX.
+
+Per round: every thread stores its source elements to the relayout scratch, the warpgroup
+meets (`bar.sync`, its named barrier), every thread loads the elements of the target layout.
+Each access is `[base + immediate]` with the thread's bases computed once per relayout
+(from thread-index bits, memoised per region). Words are assembled from (and split into)
+the value's registers as the register relayout does (`smalti.lowering.relayout`): whole
+registers where the memory order is the register order, else one `prmt` per word.
+
+The scratch is one static `.shared` buffer per kernel, as large as the largest relayout
+of the kernel needs (every layout_cast of the kernel is planned when the first is lowered),
+one copy per warpgroup that may run a relayout: a warpgroup's relayouts run one after
+another, and warpgroups run at once. The warpgroup's shared-memory ordering
+(`smalti.lowering.smem_order`) keeps a round's stores after every thread's loads of the
+round (or relayout, or loop iteration) before: its loads stay pending, and the stores that
+follow meet first if no barrier came between.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from smalti.dialect.attributes import attr_to_layouts
+from smalti.dialect.diagnostics import error_at
+from smalti.dialect.ops import LayoutCastOp
+from smalti.dialect.ops_warpgroup import WarpgroupRegionOp
+from smalti.lowering.context import LoweringContext, ScratchBuffer
+from smalti.lowering.relayout import Gatherer, pack_words, source_words, split_words
+from smalti.lowering.smem_order import RELAYOUT_SCRATCH, order_generic_access
+from smalti.lowering.values import (
+    ElementType,
+    FragmentedArray,
+    elements_per_register,
+    fragment_geometry,
+    register_bits,
+    register_type,
+    vector_element_type,
+)
+from smalti.lowering.warpgroup import known_warpgroup, warpgroup_index, warpgroup_sync
+from smalti.ptx import Address, Register, VectorOperand
+from smalti.tiling import Layout, LayoutError, TiledLayout
+from smalti.tiling.relayout import relayout_kind
+from smalti.tiling.smem_relayout import (
+    THREAD_BITS,
+    Access,
+    SmemRelayoutPlan,
+    ThreadFunction,
+    plan_smem_relayout,
+)
+
+WORD_BYTES = 4
+
+
+def relayout_through_smem(ctx: LoweringContext, op: ir.OpView, source: FragmentedArray,
+                          target: Layout) -> FragmentedArray:
+    """`source` in the `target` layout, through shared memory; raises LayoutError when the
+    relayout has no plan."""
+    element, shape = source.element, source.shape
+    plan = plan_smem_relayout(source.layout, target, shape, element.bits)
+    word_type = "f32" if element.name == "f32" else "b32"
+    words, _ = source_words(ctx, source, word_type)
+    held = _local_words(element, source.vector_length * len(source.vectors), source.pack)
+    gather = Gatherer(ctx, element.bytes, word_type)
+    scratch = _scratch_base(ctx, op, plan)
+    guard = (ctx.first_copy(source.layout.distribution(shape))
+             if isinstance(source.layout, TiledLayout) else None)
+    per_word = _per_word(element)
+    loaded: list[Register] = []
+    where: dict[int, tuple[int, int]] = {}  # target local index -> (loaded word, position)
+    b = ctx.builder
+    for round_ in plan.rounds:
+        order_generic_access(ctx, *RELAYOUT_SCRATCH, True, None)
+        bases = [_thread_base(ctx, scratch, f) for f in round_.store.bases]
+        for access in round_.store.accesses:
+            units = _store_units(ctx, gather, words, held, access, element, per_word)
+            width = len(access.elements) * element.bytes
+            b.emit(f"st.shared{_suffix(width, len(units))}",
+                   Address(bases[access.base], access.offset), _operand(units), guard=guard)
+        warpgroup_sync(ctx)
+        order_generic_access(ctx, *RELAYOUT_SCRATCH, False, None)
+        bases = [_thread_base(ctx, scratch, f) for f in round_.load.bases]
+        for access in round_.load.accesses:
+            _load(ctx, bases[access.base], access, element, per_word, word_type, loaded, where)
+    count, length = fragment_geometry(target, shape)
+    pack = elements_per_register(element, length)
+    wanted = _local_words(element, count * length, pack)
+    built = []
+    for row in wanted:
+        spec = np.full((1, len(row), 2), -1, dtype=np.int64)
+        for position, local in enumerate(row):
+            if local >= 0:
+                spec[0, position] = where[int(local)]
+        built.append(gather.word(loaded, spec))
+    flat = split_words(ctx, built, count * (length // pack), register_type(element, pack),
+                       register_bits(element, pack))
+    per_vector = length // pack
+    vectors = tuple(tuple(flat[r * per_vector:(r + 1) * per_vector]) for r in range(count))
+    return FragmentedArray(target, shape, element, vectors, length)
+
+
+def _per_word(element: ElementType) -> int:
+    return max(1, 32 // element.bits)
+
+
+def _local_words(element: ElementType, elements: int, pack: int) -> np.ndarray:
+    """[word, position] -> local index of the element there, in the .b32 words that a
+    value's registers (`pack` elements each) form (-1: none)."""
+    local = np.arange(elements, dtype=np.int64).reshape(1, -1, pack)
+    return pack_words(local, element.bits, register_bits(element, pack))[0]
+
+
+def _suffix(width: int, units: int) -> str:
+    """The opcode suffix of a `width`-byte access of `units` registers."""
+    if width < WORD_BYTES:
+        return f".b{8 * width}"
+    return (f".v{units}" if units > 1 else "") + ".b32"
+
+
+def _operand(units: list[Register]) -> Register | VectorOperand:
+    return units[0] if len(units) == 1 else VectorOperand(tuple(units))
+
+
+def _store_units(ctx: LoweringContext, gather: Gatherer, words: list[Register],
+                 held: np.ndarray, access: Access, element: ElementType, per_word: int
+                 ) -> list[Register]:
+    """The registers a store writes: .b32 words of the access's elements in address order
+    (or, narrower than a word, the low half of one)."""
+    position_of = {int(local): (w, p) for w, row in enumerate(held)
+                   for p, local in enumerate(row) if local >= 0}
+    units = []
+    for first in range(0, len(access.elements), per_word):
+        part = access.elements[first:first + per_word]
+        spec = np.full((1, per_word, 2), -1, dtype=np.int64)
+        for position, local in enumerate(part):
+            spec[0, position] = position_of[local]
+        units.append(gather.word(words, spec))
+    if len(access.elements) * element.bytes >= WORD_BYTES:
+        return units
+    b = ctx.builder
+    low, high = b.reg("b16"), b.reg("b16")
+    b.emit("mov.b32", VectorOperand((low, high)), units[0])
+    return [low]
+
+
+def _load(ctx: LoweringContext, base: Register, access: Access, element: ElementType,
+          per_word: int, word_type: str, loaded: list[Register],
+          where: dict[int, tuple[int, int]]) -> None:
+    """Load one access; note where each of its elements is among the loaded words."""
+    b = ctx.builder
+    width = len(access.elements) * element.bytes
+    address = Address(base, access.offset)
+    if width < WORD_BYTES:
+        narrow = b.reg("b16")
+        b.emit(f"ld.shared.b{8 * width}", narrow, address)
+        units = [b.reg(word_type)]
+        b.emit("mov.b32", units[0], VectorOperand((narrow, narrow)))
+    else:
+        units = [b.reg(word_type) for _ in range(width // WORD_BYTES)]
+        b.emit(f"ld.shared{_suffix(width, len(units))}", _operand(units), address)
+    for i, local in enumerate(access.elements):
+        where[local] = (len(loaded) + i // per_word, i % per_word)
+    loaded.extend(units)
+
+
+def _thread_base(ctx: LoweringContext, scratch: Register, function: ThreadFunction
+                 ) -> Register:
+    """scratch + function(thread index): the thread's part memoised per region."""
+    offset = thread_function(ctx, function)
+    if isinstance(offset, int) and offset == 0:
+        return scratch
+    return ctx.builder.compute("add.u32", "u32", scratch, offset)
+
+
+def thread_function(ctx: LoweringContext, function: ThreadFunction) -> Register | int:
+    """The value of `function` in this thread: fields of adjacent thread-index bits whose
+    coefficients double from bit to bit are extracted at once (`bfe`) and scaled (`shl`, or
+    `mul` where the coefficient is no power of two), then added or XORed together."""
+    key = ("thread_function", function)
+    if key in ctx.cache:
+        return ctx.cache[key]  # type: ignore[return-value]
+    b = ctx.builder
+    tid = ctx.thread_index()
+    combine = "add.u32" if function.combine == "add" else "xor.b32"
+    total: Register | int = 0
+    for low, length, coefficient in _fields(function.coefficients):
+        if low == 0 and length == THREAD_BITS:
+            field = tid
+        elif low + length == THREAD_BITS:
+            field = b.compute("shr.u32", "u32", tid, low)
+        elif low == 0:
+            field = b.compute("and.b32", "u32", tid, (1 << length) - 1)
+        else:
+            field = b.compute("bfe.u32", "u32", tid, low, length)
+        if coefficient & (coefficient - 1) == 0:
+            shift = coefficient.bit_length() - 1
+            scaled = b.compute("shl.b32", "u32", field, shift) if shift else field
+        else:
+            scaled = b.compute("mul.lo.u32", "u32", field, coefficient)
+        total = scaled if isinstance(total, int) else b.compute(combine, "u32", total, scaled)
+    ctx.cache[key] = total
+    return total
+
+
+def _fields(coefficients: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """(lowest bit, length, coefficient of the lowest bit) of runs of thread-index bits
+    whose coefficients double from one bit to the next (zero coefficients skipped)."""
+    fields: list[tuple[int, int, int]] = []
+    for bit, c in enumerate(coefficients):
+        if c == 0:
+            continue
+        if fields and fields[-1][0] + fields[-1][1] == bit and \
+                fields[-1][2] << fields[-1][1] == c:
+            fields[-1] = (fields[-1][0], fields[-1][1] + 1, fields[-1][2])
+        else:
+            fields.append((bit, 1, c))
+    return fields
+
+
+def _scratch_base(ctx: LoweringContext, op: ir.OpView, plan: SmemRelayoutPlan) -> Register:
+    """The shared address of this warpgroup's copy of the relayout scratch."""
+    if ctx.relayout_scratch is None:
+        ctx.relayout_scratch = _allocate(ctx, op, plan)
+    scratch = ctx.relayout_scratch
+    if plan.scratch_bytes > scratch.stride:
+        raise error_at(op, "was not planned when the relayout scratch was sized (it has no "
+                           "in_layouts): run smalti-infer-layouts before lowering")
+    b = ctx.builder
+    base = b.compute("mov.u32", "u32", scratch.symbol)
+    if len(scratch.warpgroups) == 1:
+        return base
+    known = known_warpgroup(ctx)
+    if known is not None:
+        copy = scratch.warpgroups.index(known)
+        return b.compute("add.u32", "u32", base, copy * scratch.stride) if copy else base
+    first = scratch.warpgroups[0]
+    if first:
+        base = b.compute("sub.u32", "u32", base, first * scratch.stride)
+    return b.compute("mad.lo.u32", "u32", warpgroup_index(ctx), scratch.stride, base)
+
+
+def _allocate(ctx: LoweringContext, op: ir.OpView, plan: SmemRelayoutPlan) -> ScratchBuffer:
+    """The kernel's relayout scratch: as large as its largest relayout through shared
+    memory needs, a copy per warpgroup that runs one."""
+    function = op.operation
+    while function.name != "func.func":
+        function = function.parent
+    everyone = tuple(range(ctx.signature.warpgroups))
+    stride, users = plan.scratch_bytes, set(_running(op.operation, everyone))
+
+    def visit(node: ir.Operation) -> ir.WalkResult:
+        view = node.opview
+        if isinstance(view, LayoutCastOp):
+            needed = _scratch_bytes(node)
+            if needed:
+                nonlocal stride
+                stride = max(stride, needed)
+                users.update(_running(node, everyone))
+        return ir.WalkResult.ADVANCE
+
+    function.walk(visit, ir.WalkOrder.PRE_ORDER)
+    warpgroups = tuple(range(min(users), max(users) + 1))
+    stride = -(-stride // 16) * 16
+    symbol = ctx.scratch_shared("relayout", stride * len(warpgroups))
+    return ScratchBuffer(symbol, stride, warpgroups)
+
+
+def _scratch_bytes(node: ir.Operation) -> int:
+    """The scratch a laid-out layout_cast takes (0: none, or not laid out)."""
+    attributes = node.attributes
+    if "in_layouts" not in attributes or "out_layouts" not in attributes:
+        return 0
+    (src,), (dst,) = (attr_to_layouts(attributes[a]) for a in ("in_layouts", "out_layouts"))
+    vector = ir.VectorType(node.operands[0].type)
+    element = vector_element_type(vector.element_type)
+    shape = tuple(vector.shape)
+    if element is None or src == dst:
+        return 0
+    try:
+        if relayout_kind(src, dst, shape, element.bits) != "smem":
+            return 0
+        return plan_smem_relayout(src, dst, shape, element.bits).scratch_bytes
+    except LayoutError:
+        return 0
+
+
+def _running(node: ir.Operation, everyone: tuple[int, ...]) -> tuple[int, ...]:
+    """The warpgroups that run `node`: its warp-specialised region's, else all."""
+    parent = node.parent
+    while parent is not None and parent.name != "func.func":
+        view = parent.opview
+        if isinstance(view, WarpgroupRegionOp):
+            return tuple(view.warpgroups)
+        parent = parent.parent
+    return everyone
