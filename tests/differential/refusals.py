@@ -78,7 +78,8 @@ def judge_refusal(text: str, filename: str) -> Verdict:
         return Verdict("unjudged", "satisfiable without the shared-memory constraints")
     named = [f"{_describe(var.value)}: #smalti.{layout_to_text(layout)}"
              for var, layout in assignment[:6]]
-    return Verdict("satisfiable", "; ".join(named))
+    used = dict.fromkeys(f"#smalti.{layout_to_text(layout)}" for _, layout in assignment)
+    return Verdict("satisfiable", f"{'; '.join(named)} (layouts used: {', '.join(used)})")
 
 
 def _describe(value: object) -> str:
