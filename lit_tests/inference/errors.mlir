@@ -8,10 +8,11 @@ func.func @two_casts_meet(%a: memref<128x256xf32>) {
   // expected-error @+2 {{'smalti.layout_cast' op cannot be given a layout: conflicting layouts required for one value (4 constraints in conflict)}}
   // expected-note @+1 {{'smalti.layout_cast': layout_cast sets its result's layout: #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>}}
   %q = "smalti.layout_cast"(%v) {new_layout = #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>} : (vector<128x128xf32>) -> vector<128x128xf32>
-  // No layout_cast is suggested: strided<vec = 4> and the wgmma layout differ across warps,
-  // so the lowering could not convert one into the other.
+  // strided<vec = 4> and the wgmma layout differ across warps: the suggested layout_cast
+  // goes through shared memory.
+  // expected-note @+3 {{'arith.addf': an elementwise op's operands and result share a layout}}
   // expected-note @+2 {{'arith.addf': an elementwise op's operands and result share a layout}}
-  // expected-note @+1 {{'arith.addf': an elementwise op's operands and result share a layout}}
+  // expected-note-re @+1 {{a smalti.layout_cast of the result of 'smalti.layout_cast' at {{.*}}:10:8 to #smalti.strided<vec = 4> before its use here would resolve the conflict}}
   %s = arith.addf %p, %q : vector<128x128xf32>
   "smalti.vector_store"(%s, %a, %c0, %c0) : (vector<128x128xf32>, memref<128x256xf32>, index, index) -> ()
   return
@@ -52,14 +53,15 @@ func.func @no_rule(%v: vector<128x64xf32>) {
 
 // -----
 
-func.func @unsupported_relayout(%a: memref<128x256xf32>) {
+// 64-bit elements relayout neither within warps nor through shared memory.
+func.func @unsupported_relayout(%a: memref<128x256xi64>) {
   %c0 = arith.constant 0 : index
   // expected-note @+1 {{'smalti.vector_load': annotated in out_layouts: #smalti.strided<vec = 4>}}
-  %v = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.strided<vec = 4>]} : (memref<128x256xf32>, index, index) -> vector<128x128xf32>
+  %v = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.strided<vec = 4>]} : (memref<128x256xi64>, index, index) -> vector<128x128xi64>
   // expected-error @+3 {{'smalti.layout_cast' op cannot be given a layout: this relayout is not supported (only splat broadcasts, no-op casts and relayouts of 8-, 16- and 32-bit elements between distributed layouts are) (3 constraints in conflict)}}
   // expected-note @+2 {{'smalti.layout_cast': layout_cast converts its operand's layout}}
   // expected-note @+1 {{'smalti.layout_cast': layout_cast sets its result's layout: #smalti.strided<vec = 2>}}
-  %w = "smalti.layout_cast"(%v) {new_layout = #smalti.strided<vec = 2>} : (vector<128x128xf32>) -> vector<128x128xf32>
+  %w = "smalti.layout_cast"(%v) {new_layout = #smalti.strided<vec = 2>} : (vector<128x128xi64>) -> vector<128x128xi64>
   return
 }
 

@@ -18,6 +18,8 @@ follow meet first if no barrier came between.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from jaxlib.mlir import ir
 
@@ -50,6 +52,7 @@ from smalti.tiling.smem_relayout import (
 )
 
 WORD_BYTES = 4
+SCRATCH_ALIGN = 128  # the scratch's alignment (and its copies' stride's): a bank row
 
 
 def relayout_through_smem(ctx: LoweringContext, op: ir.OpView, source: FragmentedArray,
@@ -68,12 +71,19 @@ def relayout_through_smem(ctx: LoweringContext, op: ir.OpView, source: Fragmente
     per_word = _per_word(element)
     loaded: list[Register] = []
     where: dict[int, tuple[int, int]] = {}  # target local index -> (loaded word, position)
+    count, length = fragment_geometry(target, shape)
+    pack = elements_per_register(element, length)
+    direct: dict[int, Register] = {}  # target registers loaded whole by a narrow load
+    registers = [r for vector in source.vectors for r in vector]
     b = ctx.builder
     for round_ in plan.rounds:
         order_generic_access(ctx, *RELAYOUT_SCRATCH, True, None)
         bases = [_thread_base(ctx, scratch, f) for f in round_.store.bases]
         for access in round_.store.accesses:
-            units = _store_units(ctx, gather, words, held, access, element, per_word)
+            whole = _one_register(access.elements, source.pack)
+            units = ([registers[whole]] if whole is not None and
+                     len(access.elements) * element.bytes < WORD_BYTES else
+                     _store_units(ctx, gather, words, held, access, element, per_word))
             width = len(access.elements) * element.bytes
             b.emit(f"st.shared{_suffix(width, len(units))}",
                    Address(bases[access.base], access.offset), _operand(units), guard=guard)
@@ -81,22 +91,49 @@ def relayout_through_smem(ctx: LoweringContext, op: ir.OpView, source: Fragmente
         order_generic_access(ctx, *RELAYOUT_SCRATCH, False, None)
         bases = [_thread_base(ctx, scratch, f) for f in round_.load.bases]
         for access in round_.load.accesses:
-            _load(ctx, bases[access.base], access, element, per_word, word_type, loaded, where)
-    count, length = fragment_geometry(target, shape)
-    pack = elements_per_register(element, length)
-    wanted = _local_words(element, count * length, pack)
-    built = []
-    for row in wanted:
-        spec = np.full((1, len(row), 2), -1, dtype=np.int64)
-        for position, local in enumerate(row):
-            if local >= 0:
-                spec[0, position] = where[int(local)]
-        built.append(gather.word(loaded, spec))
-    flat = split_words(ctx, built, count * (length // pack), register_type(element, pack),
-                       register_bits(element, pack))
+            _load(ctx, bases[access.base], access, element, per_word, word_type, pack,
+                  loaded, where, direct)
+    flat = _target_registers(ctx, gather, element, count * length, pack, loaded, where,
+                             direct)
     per_vector = length // pack
     vectors = tuple(tuple(flat[r * per_vector:(r + 1) * per_vector]) for r in range(count))
     return FragmentedArray(target, shape, element, vectors, length)
+
+
+def _one_register(elements: tuple[int, ...], pack: int) -> int | None:
+    """The register whose elements `elements` are, in order (None: not one register)."""
+    if len(elements) == pack and elements[0] % pack == 0 and all(
+            e == elements[0] + i for i, e in enumerate(elements)):
+        return elements[0] // pack
+    return None
+
+
+def _target_registers(ctx: LoweringContext, gather: Gatherer, element: ElementType,
+                      elements: int, pack: int, loaded: list[Register],
+                      where: dict[int, tuple[int, int]], direct: dict[int, Register]
+                      ) -> list[Register]:
+    """The target's registers, in order: those a narrow load gave whole, the others split
+    from .b32 words gathered from the loaded words."""
+    wanted = _local_words(element, elements, pack)
+    reg_bits = register_bits(element, pack)
+    per_word_registers = 1 if reg_bits == 32 else 2
+    total = elements // pack
+    result: list[Register | None] = [direct.get(r) for r in range(total)]
+    for j, row in enumerate(wanted):
+        covered = range(j * per_word_registers, min((j + 1) * per_word_registers, total))
+        if all(result[r] is not None for r in covered):
+            continue
+        spec = np.full((1, len(row), 2), -1, dtype=np.int64)
+        for position, local in enumerate(row):
+            if local >= 0 and local // pack in covered and result[local // pack] is None:
+                spec[0, position] = where[int(local)]
+        word = gather.word(loaded, spec)
+        parts = split_words(ctx, [word], per_word_registers, register_type(element, pack),
+                            reg_bits)
+        for r, part in zip(covered, parts, strict=False):
+            if result[r] is None:
+                result[r] = part
+    return [r for r in result if r is not None]
 
 
 def _per_word(element: ElementType) -> int:
@@ -144,15 +181,20 @@ def _store_units(ctx: LoweringContext, gather: Gatherer, words: list[Register],
 
 
 def _load(ctx: LoweringContext, base: Register, access: Access, element: ElementType,
-          per_word: int, word_type: str, loaded: list[Register],
-          where: dict[int, tuple[int, int]]) -> None:
-    """Load one access; note where each of its elements is among the loaded words."""
+          per_word: int, word_type: str, pack: int, loaded: list[Register],
+          where: dict[int, tuple[int, int]], direct: dict[int, Register]) -> None:
+    """Load one access; note where each of its elements is among the loaded words (or,
+    narrower than a word and one target register exactly, the register)."""
     b = ctx.builder
     width = len(access.elements) * element.bytes
     address = Address(base, access.offset)
     if width < WORD_BYTES:
         narrow = b.reg("b16")
         b.emit(f"ld.shared.b{8 * width}", narrow, address)
+        whole = _one_register(access.elements, pack)
+        if whole is not None and register_bits(element, pack) == 16:
+            direct[whole] = narrow
+            return
         units = [b.reg(word_type)]
         b.emit("mov.b32", units[0], VectorOperand((narrow, narrow)))
     else:
@@ -165,25 +207,46 @@ def _load(ctx: LoweringContext, base: Register, access: Access, element: Element
 
 def _thread_base(ctx: LoweringContext, scratch: Register, function: ThreadFunction
                  ) -> Register:
-    """scratch + function(thread index): the thread's part memoised per region."""
+    """scratch + function(thread index). The scratch is aligned to SCRATCH_ALIGN bytes, so
+    a function that XORs a constant below it into another is one `xor` of that one's
+    base."""
+    if function.combine == "xor" and 0 < function.constant < SCRATCH_ALIGN:
+        plain = _thread_base(ctx, scratch, ThreadFunction(function.coefficients, "xor"))
+        return _memo(ctx, ("relayout_base", scratch, function), lambda: ctx.builder.compute(
+            "xor.b32", "u32", plain, function.constant))
     offset = thread_function(ctx, function)
     if isinstance(offset, int) and offset == 0:
         return scratch
-    return ctx.builder.compute("add.u32", "u32", scratch, offset)
+    return _memo(ctx, ("relayout_base", scratch, function), lambda: ctx.builder.compute(
+        "add.u32", "u32", scratch, offset))
+
+
+def _memo(ctx: LoweringContext, key: tuple, make) -> Register:
+    if key not in ctx.cache:
+        ctx.cache[key] = make()
+    return ctx.cache[key]  # type: ignore[return-value]
 
 
 def thread_function(ctx: LoweringContext, function: ThreadFunction) -> Register | int:
     """The value of `function` in this thread: fields of adjacent thread-index bits whose
     coefficients double from bit to bit are extracted at once (`bfe`) and scaled (`shl`, or
-    `mul` where the coefficient is no power of two), then added or XORed together."""
+    `mul` where the coefficient is no power of two), then added or XORed together, and the
+    constant last. Memoised per region; a function of another's constant is one
+    instruction more."""
     key = ("thread_function", function)
     if key in ctx.cache:
         return ctx.cache[key]  # type: ignore[return-value]
     b = ctx.builder
-    tid = ctx.thread_index()
     combine = "add.u32" if function.combine == "add" else "xor.b32"
-    total: Register | int = 0
-    for low, length, coefficient in _fields(function.coefficients):
+    if function.constant:
+        plain = thread_function(ctx, ThreadFunction(function.coefficients, function.combine))
+        total: Register | int = (b.compute(combine, "u32", plain, function.constant)
+                                 if isinstance(plain, Register) else function.constant)
+        ctx.cache[key] = total
+        return total
+    tid = ctx.thread_index()
+    total = 0
+    for low, length, coefficient in _fields(function.coefficients, function.combine):
         if low == 0 and length == THREAD_BITS:
             field = tid
         elif low + length == THREAD_BITS:
@@ -202,19 +265,29 @@ def thread_function(ctx: LoweringContext, function: ThreadFunction) -> Register 
     return total
 
 
-def _fields(coefficients: tuple[int, ...]) -> list[tuple[int, int, int]]:
+def _fields(coefficients: tuple[int, ...], combine: str) -> list[tuple[int, int, int]]:
     """(lowest bit, length, coefficient of the lowest bit) of runs of thread-index bits
-    whose coefficients double from one bit to the next (zero coefficients skipped)."""
+    whose coefficients double from one bit to the next (zero coefficients skipped). For
+    XOR, a run's field times its coefficient must be the XOR of shifted copies of the
+    field: the coefficient's set bits at least the run's length apart."""
     fields: list[tuple[int, int, int]] = []
     for bit, c in enumerate(coefficients):
         if c == 0:
             continue
-        if fields and fields[-1][0] + fields[-1][1] == bit and \
-                fields[-1][2] << fields[-1][1] == c:
-            fields[-1] = (fields[-1][0], fields[-1][1] + 1, fields[-1][2])
-        else:
-            fields.append((bit, 1, c))
+        if fields:
+            low, length, first = fields[-1]
+            if low + length == bit and first << length == c and (
+                    combine == "add" or _spread(first) > length):
+                fields[-1] = (low, length + 1, first)
+                continue
+        fields.append((bit, 1, c))
     return fields
+
+
+def _spread(value: int) -> int:
+    """The least distance between two set bits of `value` (large if it has one)."""
+    bits = [i for i in range(value.bit_length()) if value >> i & 1]
+    return min((b - a for a, b in itertools.pairwise(bits)), default=64)
 
 
 def _scratch_base(ctx: LoweringContext, op: ir.OpView, plan: SmemRelayoutPlan) -> Register:
@@ -260,8 +333,8 @@ def _allocate(ctx: LoweringContext, op: ir.OpView, plan: SmemRelayoutPlan) -> Sc
 
     function.walk(visit, ir.WalkOrder.PRE_ORDER)
     warpgroups = tuple(range(min(users), max(users) + 1))
-    stride = -(-stride // 16) * 16
-    symbol = ctx.scratch_shared("relayout", stride * len(warpgroups))
+    stride = -(-stride // SCRATCH_ALIGN) * SCRATCH_ALIGN
+    symbol = ctx.scratch_shared("relayout", stride * len(warpgroups), align=SCRATCH_ALIGN)
     return ScratchBuffer(symbol, stride, warpgroups)
 
 

@@ -97,12 +97,12 @@ def _cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int, count_shuffles:
         plan = plan_smem_relayout(src, dst, shape, bitwidth)
         return RelayoutCost("smem", smem_bytes=plan.scratch_bytes,
                             smem_accesses=plan.accesses, smem_rounds=len(plan.rounds))
-    moved = _words_not_held(_words(src_map, bitwidth), dst_words) * registers_per_word
     local = (holders[..., 0] == threads).any(axis=-1)
+    if not local.all() and not count_shuffles:
+        return RelayoutCost("shuffles")  # relayout_kind: the registers moved are not asked
+    moved = _words_not_held(_words(src_map, bitwidth), dst_words) * registers_per_word
     if local.all():
         return RelayoutCost("registers" if moved else "none", registers_moved=moved)
-    if not count_shuffles:
-        return RelayoutCost("shuffles", registers_moved=moved)
     plan = plan_shuffles(_words(src_map, bitwidth), dst_words)
     return RelayoutCost("shuffles", registers_moved=moved,
                         shuffles=plan.rounds * registers_per_word)
@@ -130,11 +130,23 @@ def _words_not_held(src_words: np.ndarray, dst_words: np.ndarray) -> int:
     """The most destination words any thread lacks among its own source words."""
     threads, per_word = src_words.shape[0], src_words.shape[2]
     rows = np.concatenate([src_words.reshape(-1, per_word), dst_words.reshape(-1, per_word)])
-    _, ids = np.unique(rows, axis=0, return_inverse=True)
-    ids = ids.reshape(-1)
+    ids = _row_ids(rows)
     kinds = int(ids.max()) + 1 if ids.size else 1
     src_ids = ids[:src_words.shape[0] * src_words.shape[1]].reshape(threads, -1)
     dst_ids = ids[src_words.shape[0] * src_words.shape[1]:].reshape(threads, -1)
     owner = np.arange(threads)[:, None] * kinds  # a word held by thread t: key t * kinds + id
     lacking = ~np.isin(dst_ids + owner, src_ids + owner)
     return int(lacking.sum(axis=1).max()) if lacking.size else 0
+
+
+def _row_ids(rows: np.ndarray) -> np.ndarray:
+    """An id per row of a 2-D array of elements (-1 or more), equal exactly for equal rows:
+    the rows as numbers in base (largest + 2) where they fit 63 bits (np.unique over rows
+    sorts them lexically, which is slow), else by np.unique."""
+    base = int(rows.max()) + 2 if rows.size else 2
+    if base ** rows.shape[1] < 2 ** 63:
+        keys = np.zeros(rows.shape[0], dtype=np.int64)
+        for column in range(rows.shape[1]):
+            keys = keys * base + (rows[:, column] + 1)
+        return np.unique(keys, return_inverse=True)[1].reshape(-1)
+    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
