@@ -68,6 +68,10 @@ LIMITATIONS: list[Limitation] = [
     Limitation("relayout across warps",
                re.compile(r"op relayout from .* needs shared memory, which is not supported yet"),
                "README 'Not built yet: relayouts across warps (through shared memory)'"),
+    # docs/dsl.md, "sd.SMEM": a block may use 227 KiB of shared memory.
+    Limitation("shared memory over 227 KiB",
+               re.compile(r"beyond the 232448 bytes of shared memory a block may use"),
+               "docs/dsl.md 'sd.SMEM' (more than 227 KiB raises)"),
 ]
 
 KNOWN_FINDINGS: list[KnownFinding] = [
