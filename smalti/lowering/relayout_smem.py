@@ -44,15 +44,21 @@ from smalti.ptx import Address, Register, VectorOperand
 from smalti.tiling import Layout, LayoutError, TiledLayout
 from smalti.tiling.relayout import relayout_kind
 from smalti.tiling.smem_relayout import (
+    ROUND_BYTES,
+    STATIC_SMEM_BYTES,
     THREAD_BITS,
     Access,
     SmemRelayoutPlan,
     ThreadFunction,
     plan_smem_relayout,
+    round_bytes_for,
 )
 
 WORD_BYTES = 4
 SCRATCH_ALIGN = 128  # the scratch's alignment (and its copies' stride's): a bank row
+BLOCK_SMEM_BYTES = 232448
+"""Shared memory one block may have on sm_90, static and dynamic together (227 KiB: CUDA C
+Programming Guide, "Compute Capabilities", technical specifications)."""
 
 
 def relayout_through_smem(ctx: LoweringContext, op: ir.OpView, source: FragmentedArray,
@@ -60,12 +66,22 @@ def relayout_through_smem(ctx: LoweringContext, op: ir.OpView, source: Fragmente
     """`source` in the `target` layout, through shared memory; raises LayoutError when the
     relayout has no plan."""
     element, shape = source.element, source.shape
-    plan = plan_smem_relayout(source.layout, target, shape, element.bits)
+    scratch_buffer = ctx.relayout_scratch or _allocate(ctx, op)
+    ctx.relayout_scratch = scratch_buffer
+    copies = len(scratch_buffer.warpgroups)
+    try:
+        plan = plan_smem_relayout(source.layout, target, shape, element.bits,
+                                  round_bytes_for(copies))
+    except LayoutError as error:
+        if round_bytes_for(copies) == ROUND_BYTES:
+            raise
+        raise LayoutError(f"{error}; {copies} warpgroups run relayouts, and their copies of "
+                          f"the scratch must fit {STATIC_SMEM_BYTES} bytes") from None
     word_type = "f32" if element.name == "f32" else "b32"
     words, _ = source_words(ctx, source, word_type)
     held = _local_words(element, source.vector_length * len(source.vectors), source.pack)
     gather = Gatherer(ctx, element.bytes, word_type)
-    scratch = _scratch_base(ctx, op, plan)
+    scratch = _scratch_base(ctx, op, scratch_buffer, plan)
     guard = (ctx.first_copy(source.layout.distribution(shape))
              if isinstance(source.layout, TiledLayout) else None)
     per_word = _per_word(element)
@@ -290,11 +306,9 @@ def _spread(value: int) -> int:
     return min((b - a for a, b in itertools.pairwise(bits)), default=64)
 
 
-def _scratch_base(ctx: LoweringContext, op: ir.OpView, plan: SmemRelayoutPlan) -> Register:
+def _scratch_base(ctx: LoweringContext, op: ir.OpView, scratch: ScratchBuffer,
+                  plan: SmemRelayoutPlan) -> Register:
     """The shared address of this warpgroup's copy of the relayout scratch."""
-    if ctx.relayout_scratch is None:
-        ctx.relayout_scratch = _allocate(ctx, op, plan)
-    scratch = ctx.relayout_scratch
     if plan.scratch_bytes > scratch.stride:
         raise error_at(op, "was not planned when the relayout scratch was sized (it has no "
                            "in_layouts): run smalti-infer-layouts before lowering")
@@ -312,49 +326,68 @@ def _scratch_base(ctx: LoweringContext, op: ir.OpView, plan: SmemRelayoutPlan) -
     return b.compute("mad.lo.u32", "u32", warpgroup_index(ctx), scratch.stride, base)
 
 
-def _allocate(ctx: LoweringContext, op: ir.OpView, plan: SmemRelayoutPlan) -> ScratchBuffer:
-    """The kernel's relayout scratch: as large as its largest relayout through shared
-    memory needs, a copy per warpgroup that runs one."""
+def _allocate(ctx: LoweringContext, op: ir.OpView) -> ScratchBuffer:
+    """The kernel's relayout scratch: a copy per warpgroup that runs a relayout through
+    shared memory, each as large as the largest round of one (rounds smaller when many
+    warpgroups need copies: `round_bytes_for`). A located error when it does not fit the
+    static shared memory, or with the kernel's dynamic shared memory the block's."""
     function = op.operation
     while function.name != "func.func":
         function = function.parent
     everyone = tuple(range(ctx.signature.warpgroups))
-    stride, users = plan.scratch_bytes, set(_running(op.operation, everyone))
+    casts: list[tuple[Layout, Layout, tuple[int, ...], int]] = []
+    users: set[int] = set(_running(op.operation, everyone))
 
     def visit(node: ir.Operation) -> ir.WalkResult:
-        view = node.opview
-        if isinstance(view, LayoutCastOp):
-            needed = _scratch_bytes(node)
-            if needed:
-                nonlocal stride
-                stride = max(stride, needed)
+        if isinstance(node.opview, LayoutCastOp):
+            cast = _laid_out_cast(node)
+            if cast is not None:
+                casts.append(cast)
                 users.update(_running(node, everyone))
         return ir.WalkResult.ADVANCE
 
     function.walk(visit, ir.WalkOrder.PRE_ORDER)
     warpgroups = tuple(range(min(users), max(users) + 1))
-    stride = -(-stride // SCRATCH_ALIGN) * SCRATCH_ALIGN
-    symbol = ctx.scratch_shared("relayout", stride * len(warpgroups), align=SCRATCH_ALIGN)
+    round_bytes = round_bytes_for(len(warpgroups))
+    stride = 0
+    for src, dst, shape, bits in casts:
+        try:
+            stride = max(stride, plan_smem_relayout(src, dst, shape, bits,
+                                                    round_bytes).scratch_bytes)
+        except LayoutError:
+            continue  # reported where that cast is lowered
+    stride = max(SCRATCH_ALIGN, -(-stride // SCRATCH_ALIGN) * SCRATCH_ALIGN)
+    total = stride * len(warpgroups)
+    if total > STATIC_SMEM_BYTES:
+        raise error_at(op, f"relayouts through shared memory need {total} bytes of static "
+                           f"shared memory ({len(warpgroups)} warpgroups' copies of {stride} "
+                           f"bytes), more than the {STATIC_SMEM_BYTES} a kernel may declare")
+    if ctx.signature.smem_bytes + total > BLOCK_SMEM_BYTES:
+        raise error_at(op, f"relayouts through shared memory need {total} bytes of shared "
+                           f"memory besides the kernel's {ctx.signature.smem_bytes}: more "
+                           f"than the {BLOCK_SMEM_BYTES} a block has")
+    symbol = ctx.scratch_shared("relayout", total, align=SCRATCH_ALIGN)
     return ScratchBuffer(symbol, stride, warpgroups)
 
 
-def _scratch_bytes(node: ir.Operation) -> int:
-    """The scratch a laid-out layout_cast takes (0: none, or not laid out)."""
+def _laid_out_cast(node: ir.Operation) -> tuple[Layout, Layout, tuple[int, ...], int] | None:
+    """(source layout, target layout, shape, element bits) of a laid-out layout_cast that
+    crosses warps; None for any other."""
     attributes = node.attributes
     if "in_layouts" not in attributes or "out_layouts" not in attributes:
-        return 0
+        return None
     (src,), (dst,) = (attr_to_layouts(attributes[a]) for a in ("in_layouts", "out_layouts"))
     vector = ir.VectorType(node.operands[0].type)
     element = vector_element_type(vector.element_type)
     shape = tuple(vector.shape)
     if element is None or src == dst:
-        return 0
+        return None
     try:
         if relayout_kind(src, dst, shape, element.bits) != "smem":
-            return 0
-        return plan_smem_relayout(src, dst, shape, element.bits).scratch_bytes
+            return None
     except LayoutError:
-        return 0
+        return None
+    return src, dst, shape, element.bits
 
 
 def _running(node: ir.Operation, everyone: tuple[int, ...]) -> tuple[int, ...]:

@@ -53,10 +53,13 @@ from smalti.tiling.layouts import (
 
 THREAD_BITS = WARPGROUP_SIZE.bit_length() - 1
 MAX_ACCESS_BYTES = 16  # ld/st.shared.v4.b32
+STATIC_SMEM_BYTES = 49152
+"""The most static shared memory a kernel may declare (ptxas: "uses too much shared data
+(0x... bytes, 0xc000 max)")."""
 ROUND_BYTES = 16384
-"""The most scratch one round of a relayout takes (per warpgroup). A kernel's static shared
-memory is limited to 48 KiB (ptxas: "too much shared data (0xc000 max)"), which three
-warpgroups' copies of one round then fit; larger values go in rounds."""
+"""The most scratch one round of a relayout takes (per warpgroup): three warpgroups' copies
+fit the static limit; larger values go in rounds (kernels where more warpgroups run
+relayouts plan smaller rounds, `round_bytes_for`)."""
 BANKS = 32
 BANK_BYTES = 4
 SMEM_BITWIDTHS = (8, 16, 32)
@@ -141,12 +144,14 @@ def smem_relayout_problem(src: Layout, dst: Layout, shape: Shape, bitwidth: int)
 
 
 @functools.lru_cache(maxsize=1024)
-def plan_smem_relayout(src: Layout, dst: Layout, shape: Shape, bitwidth: int
-                       ) -> SmemRelayoutPlan:
+def plan_smem_relayout(src: Layout, dst: Layout, shape: Shape, bitwidth: int,
+                       round_bytes: int = ROUND_BYTES) -> SmemRelayoutPlan:
     """The plan of a relayout from `src` to `dst` of a `shape` value of `bitwidth`-bit
-    elements through shared memory; LayoutError when there is none."""
+    elements through shared memory, in rounds of at most `round_bytes` of scratch;
+    LayoutError when there is none."""
     shape = tuple(shape)
-    src_map, dst_map, src_bits, dst_bits, rounds = _feasible(src, dst, shape, bitwidth)
+    src_map, dst_map, src_bits, dst_bits, rounds = _feasible(src, dst, shape, bitwidth,
+                                                             round_bytes)
     element_bytes = bitwidth // 8
     size = math.prod(shape)
     mask = src.distribution(shape).replica_mask if isinstance(src, TiledLayout) else 0
@@ -159,7 +164,17 @@ def plan_smem_relayout(src: Layout, dst: Layout, shape: Shape, bitwidth: int
                             "row-major", mask)
 
 
-def _feasible(src: Layout, dst: Layout, shape: Shape, bitwidth: int
+def round_bytes_for(copies: int) -> int:
+    """The round size when `copies` warpgroups each need a copy of the scratch: the largest
+    power of two at most ROUND_BYTES whose copies fit the static limit."""
+    size = ROUND_BYTES
+    while size * copies > STATIC_SMEM_BYTES and size > 128:
+        size //= 2
+    return size
+
+
+def _feasible(src: Layout, dst: Layout, shape: Shape, bitwidth: int,
+              round_bytes: int = ROUND_BYTES
               ) -> tuple[np.ndarray, np.ndarray, _Bits | None, _Bits | None, list[int]]:
     """(the two local maps, their bit permutations (None: not linear), the round bits);
     LayoutError when the relayout cannot go through shared memory."""
@@ -183,11 +198,11 @@ def _feasible(src: Layout, dst: Layout, shape: Shape, bitwidth: int
     if src_bits is not None and dst_bits is not None:
         common = [b for b in range(n) if b in src_bits.local and b in dst_bits.local]
         spare = list(reversed(common))  # round bits: the common bits accesses span last
-        while (size >> len(rounds)) * element_bytes > ROUND_BYTES and spare:
+        while (size >> len(rounds)) * element_bytes > round_bytes and spare:
             rounds.append(spare.pop(0))
-    if (size >> len(rounds)) * element_bytes > ROUND_BYTES:
+    if (size >> len(rounds)) * element_bytes > round_bytes:
         raise LayoutError(f"a relayout through shared memory of {size * element_bytes} bytes "
-                          f"does not split into rounds of at most {ROUND_BYTES} bytes (too "
+                          f"does not split into rounds of at most {round_bytes} bytes (too "
                           "few element bits both layouts hold in registers)")
     return src_map, dst_map, src_bits, dst_bits, rounds
 
