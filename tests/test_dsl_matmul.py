@@ -180,7 +180,8 @@ def test_wgmma_operand_of_the_wrong_dtype_names_the_users_line():
 
 
 @pytest.mark.parametrize("misuse, error, message", [
-    ("traced_stage", TypeError, "the stage of a_smem must be a Python int"),
+    ("traced_stage", IndexError, r"the stage index of a_smem ranges over \[2, 2\] \(at "
+                                 r"program_id\(0\) = 0\); it must stay in \[0, 2\)"),
     ("whole_stages", TypeError, "a_smem has 2 stages; pass one of them"),
     ("shape", ValueError, r"the window of x_ref has shape \(64, 64\) but a_smem\[0\] has shape "
                           r"\(128, 64\)"),
@@ -194,7 +195,7 @@ def test_async_misuse_names_the_users_line(misuse, error, message):
         i = sd.program_id(0)
         match misuse:
             case "traced_stage":
-                sd.async_copy(x_ref.at[:, 0:64], a_smem[i], bars[0])  # MARK: misuse
+                sd.async_copy(x_ref.at[:, 0:64], a_smem[i + 2], bars[0])  # MARK: misuse
             case "whole_stages":
                 sd.async_copy(x_ref.at[:, 0:64], a_smem, bars[0])  # MARK: misuse
             case "shape":
