@@ -16,6 +16,6 @@ config.excludes = ["Inputs", "lit.cfg.py"]
 # that runs lit: the project's virtual environment.
 tools_dir = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([tools_dir, config.environment.get("PATH", "")])
-for name in ("HOME", "TMPDIR", "SMALTI_DEBUG", "SMALTI_DUMP_TO"):
+for name in ("HOME", "TMPDIR", "SMALTI_DEBUG", "SMALTI_DUMP_TO", "PYTHONPATH"):
     if name in os.environ:
         config.environment[name] = os.environ[name]

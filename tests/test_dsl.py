@@ -254,18 +254,32 @@ def test_fori_carry_mismatch_names_the_users_line():
     _raises_at(TypeError, bad, "the bad line", V128, match="carried value #0")
 
 
-def test_layout_conflict_reported_by_inference_names_the_users_lines():
+def test_casts_in_conflict_meet_through_a_relayout_inference_inserts():
+    """Two casts the user wrote meet at an add: inference relays one operand out (through
+    shared memory: wgmma and strided<vec = 2> differ across warps) and the sum is right."""
     @sd.kernel(out_shape=M128)
     def conflict(a_ref, b_ref, out_ref):
         x = sd.layout_cast(a_ref[...], WGMMA_LAYOUT)
-        y = sd.layout_cast(b_ref[...], WGStridedLayout(2))  # strided cast
-        out_ref[...] = x + y  # the add
+        y = sd.layout_cast(b_ref[...], WGStridedLayout(2))
+        out_ref[...] = x + y
 
-    with pytest.raises(DiagnosticError, match="conflicting layouts") as info:
-        conflict.compile(M128, M128)
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((128, 128)).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(np.asarray(conflict(a, b)), a + b)
+
+
+def test_layout_conflict_no_relayout_resolves_names_the_users_lines():
+    @sd.kernel(out_shape=M128)
+    def conflict(a_ref, out_ref):
+        x = a_ref[...]  # the load
+        y = sd.layout_cast(x, "#smalti.splat")  # splat cast
+        out_ref[...] = y + 1.0
+
+    with pytest.raises(DiagnosticError, match="no relayout resolves it") as info:
+        conflict.compile(M128)
     message = str(info.value)
-    assert message.startswith(f"{THIS_FILE}:{line_of('strided cast', conflict.fn)}:")
-    assert f"{THIS_FILE}:{line_of('the add', conflict.fn)}:" in message
+    assert message.startswith(f"{THIS_FILE}:{line_of('splat cast', conflict.fn)}:"), message
+    assert f"{THIS_FILE}:{line_of('the load', conflict.fn)}:" in message
 
 
 def test_comparison_where_and_iota_misuse_names_the_users_line():

@@ -97,7 +97,7 @@ def test_unswizzled_operand_is_a_located_error():
     text = wgmma_kernel(64, 64, 64, "bf16", 128, "k-major", False).replace(
         "#smalti.tile<[8, 64]>, #smalti.swizzle<128>", "#smalti.tile<[8, 64]>", 1)
     with pytest.raises(DiagnosticError, match=r"wgmma.mlir:\d+:\d+: error: 'smalti.wgmma' op "
-                                              r"cannot be given a layout: .* then a swizzle"):
+                                              r"cannot be given transforms: .* then a swizzle"):
         compile_mlir(text, "wgmma.mlir")
 
 
@@ -118,6 +118,6 @@ def test_unevenly_spaced_row_groups_are_a_located_error(operand, a_form, b_trans
     of one instruction are not evenly spaced, which one descriptor cannot express."""
     text = wgmma_kernel(64, 128, 128, "bf16", 128, a_form, b_transposed, rows=32)
     with pytest.raises(DiagnosticError, match=rf"wgmma.mlir:\d+:\d+: error: 'smalti.wgmma' op "
-                                              rf"cannot be given a layout: .*this {operand}'s "
+                                              rf"cannot be given transforms: .*this {operand}'s "
                                               r"8-row groups are not evenly spaced"):
         compile_mlir(text, "wgmma.mlir")

@@ -53,7 +53,17 @@ def test_insert_replaces_whole_tiles():
     np.testing.assert_array_equal(out, expected)
 
 
-def test_a_slice_through_tiles_is_refused_with_the_reason():
-    with pytest.raises(DiagnosticError, match=r"the slice \[4, 68\) of dim 1 cuts through the "
+def test_a_slice_through_every_layouts_tiles_is_refused_with_the_reason():
+    with pytest.raises(DiagnosticError, match=r"the slice \[2, 66\) of dim 1 cuts through the "
                                               r"layout's \[64, 8\] tiles"):
-        compile_mlir(EXTRACT.replace("OFFSET_ROW", "0").replace("OFFSET_COL", "4"))
+        compile_mlir(EXTRACT.replace("OFFSET_ROW", "0").replace("OFFSET_COL", "2"))
+
+
+def test_a_slice_through_its_operands_tiles_is_taken_after_a_relayout():
+    """Columns [4, 68) cut the wgmma layout's 8-column tiles, but are whole tiles of the tf32
+    A layout (4 columns): inference relays the operand out into it (within warps)."""
+    compiled = compile_mlir(EXTRACT.replace("OFFSET_ROW", "0").replace("OFFSET_COL", "4"))
+    assert "shfl.sync" in compiled.ptx
+    a = np.random.default_rng(2).standard_normal((128, 128)).astype(np.float32)
+    out = run_simulated(compiled, a, np.zeros((64, 64), np.float32))[-1]
+    np.testing.assert_array_equal(out, a[:64, 4:68])

@@ -2,36 +2,10 @@
 
 // Explanations name a minimal set of conflicting constraints (each needed: without any
 // one of them the rest have layouts), at the ops that state them; preferences (hints) are
-// never among them. Programs from issue 14 (/work/shared/repros).
-
-// misattributed_transpose_diagnostic.mlir: part A (a row max) has layouts; part B (%y
-// against its own transpose) has none. The error is about part B only, and the load's
-// preference for strided accesses is not a constraint in conflict.
-func.func @kernel(%a: memref<64x64xf32>, %acc: memref<64xf32>, %b: memref<64x64xf32>,
-                  %out0: memref<64xf32>, %out1: memref<64x64xf32>)
-    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
-  %c0 = arith.constant 0 : index
-  // part A
-  %x = "smalti.vector_load"(%a, %c0, %c0) : (memref<64x64xf32>, index, index) -> vector<64x64xf32>
-  %z = "smalti.vector_load"(%acc, %c0) : (memref<64xf32>, index) -> vector<64xf32>
-  %m = vector.multi_reduction <maximumf>, %x, %z [1] : vector<64x64xf32> to vector<64xf32>
-  "smalti.vector_store"(%m, %out0, %c0) : (vector<64xf32>, memref<64xf32>, index) -> ()
-  // part B
-  // expected-note @+2 {{'smalti.vector_load': vector_load loads a distributed layout, not a splat}}
-  // expected-note-re @+1 {{layouts tried: {{.*}}: no layout exists for the transpose [1, 0] of [64, 64] of this layout; wgmma, wgmma-transposed{{.*}}: the transpose [1, 0] of [64, 64] cannot have the required layout; wgmma-col: this layout is too dear: 32 copies of each element}}
-  %y = "smalti.vector_load"(%b, %c0, %c0) : (memref<64x64xf32>, index, index) -> vector<64x64xf32>
-  // expected-error-re @+2 {{'vector.transpose' op cannot be given a layout: no layout of the result of 'smalti.vector_load' at {{.*}}:{{[0-9]+}}:8 satisfies these constraints together (4 constraints in conflict)}}
-  // expected-note @+1 {{'vector.transpose': vector.transpose permutes its operand's layout}}
-  %t = vector.transpose %y, [1, 0] : vector<64x64xf32> to vector<64x64xf32>
-  // expected-note @+3 {{'arith.addf': an elementwise op's operands and result share a layout}}
-  // expected-note @+2 {{'arith.addf': an elementwise op's operands and result share a layout}}
-  // expected-note-re @+1 {{a smalti.layout_cast of the result of 'vector.transpose' at {{.*}}:25:8 to #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1> before its use here would resolve the conflict}}
-  %s = arith.addf %y, %t : vector<64x64xf32>
-  "smalti.vector_store"(%s, %out1, %c0, %c0) : (vector<64x64xf32>, memref<64x64xf32>, index, index) -> ()
-  return
-}
-
-// -----
+// never among them. Programs from issue 14 (/work/shared/repros). These are conflicts no
+// relayout resolves; those relayouts resolve compile (inferred_relayouts.mlir, where the
+// programs of misattributed_transpose_diagnostic.mlir, limitation_broadcast_back_tf32.mlir
+// and the row plus column sums went).
 
 // misattributed_slice_diagnostic.mlir: the slice at column 5 cuts through every tile
 // layout's tiles (the culprit), while the broadcast_in_dim and the stores have layouts; the
@@ -218,50 +192,3 @@ func.func @kernel(%in0: memref<64x776xf32>, %in1: memref<64x768xf32>, %in2: memr
   return
 }
 
-// -----
-
-// A suggested layout_cast is one the lowering performs: the column sums (one column per
-// thread quad, in every warp) reach the row sums' layout within each warp.
-func.func @row_plus_column_sums(%ref: memref<128x128xf32>, %o: memref<128xf32>)
-    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
-  %c0 = arith.constant 0 : index
-  // expected-note @+2 {{'smalti.vector_load': vector_load loads a distributed layout, not a splat}}
-  // expected-note @+1 {{layouts tried: }}
-  %x = "smalti.vector_load"(%ref, %c0, %c0) : (memref<128x128xf32>, index, index) -> vector<128x128xf32>
-  %z = arith.constant dense<0.0> : vector<128xf32>
-  // expected-error-re @+2 {{'vector.multi_reduction' op cannot be given a layout: no layout of the result of 'smalti.vector_load' at {{.*}} satisfies these constraints together (5 constraints in conflict)}}
-  // expected-note @+1 {{'vector.multi_reduction': a reduction's result takes the reduced layout of its source}}
-  %r = vector.multi_reduction <add>, %x, %z [0] : vector<128x128xf32> to vector<128xf32>
-  // expected-note @+1 {{'vector.multi_reduction': a reduction's result takes the reduced layout of its source}}
-  %s = vector.multi_reduction <add>, %x, %z [1] : vector<128x128xf32> to vector<128xf32>
-  // expected-note @+3 {{'arith.addf': an elementwise op's operands and result share a layout}}
-  // expected-note @+2 {{'arith.addf': an elementwise op's operands and result share a layout}}
-  // expected-note-re @+1 {{a smalti.layout_cast of the result of 'vector.multi_reduction' at {{.*}}:{{[0-9]+}}:8 to #smalti.tiled<tiling = [[64], [16], [8], [1]], warp = [-4], lane = [-2, r4], vector = -1> before its use here would resolve the conflict}}
-  %t = arith.addf %r, %s : vector<128xf32>
-  "smalti.vector_store"(%t, %o, %c0) : (vector<128xf32>, memref<128xf32>, index) -> ()
-  return
-}
-
-// -----
-
-// limitation_broadcast_back_tf32.mlir: the row sums broadcast back cannot be made in the
-// tf32 A layout of %x (the broadcast only makes the layouts its operand's reduce to), but
-// a cast of the broadcast into it stays within warps, and is suggested.
-func.func @broadcast_back_tf32(%a: memref<64x64xf32>, %o: memref<64x64xf32>, %o2: memref<64xf32>)
-    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
-  %c0 = arith.constant 0 : index
-  %z = arith.constant dense<0.0> : vector<64xf32>
-  // expected-note @+1 {{'smalti.vector_load': annotated in out_layouts: #smalti.tiled<tiling = [[64, 4], [16, 4], [8, 4], [1]], warp = [-7], lane = [-3, -2], vector = -1>}}
-  %x = "smalti.vector_load"(%a, %c0, %c0) {out_layouts = [#smalti.tiled<tiling = [[64, 4], [16, 4], [8, 4], [1]], warp = [-7], lane = [-3, -2], vector = -1>]} : (memref<64x64xf32>, index, index) -> vector<64x64xf32>
-  %r = vector.multi_reduction <add>, %x, %z [1] : vector<64x64xf32> to vector<64xf32>
-  // expected-error @+2 {{'smalti.broadcast_in_dim' op cannot be given a layout: no source layout makes the broadcast of [64] to [64, 64] have this layout (4 constraints in conflict)}}
-  // expected-note @+1 {{'smalti.broadcast_in_dim': broadcast_in_dim replicates its operand's layout along the new dims}}
-  %b = "smalti.broadcast_in_dim"(%r) {broadcast_dimensions = array<i64: 0>} : (vector<64xf32>) -> vector<64x64xf32>
-  // expected-note @+3 {{'arith.subf': an elementwise op's operands and result share a layout}}
-  // expected-note @+2 {{'arith.subf': an elementwise op's operands and result share a layout}}
-  // expected-note-re @+1 {{a smalti.layout_cast of the result of 'smalti.broadcast_in_dim' at {{.*}}:{{[0-9]+}}:8 to #smalti.tiled<tiling = [[64, 4], [16, 4], [8, 4], [1]], warp = [-7], lane = [-3, -2], vector = -1> before its use here would resolve the conflict}}
-  %d = arith.subf %x, %b : vector<64x64xf32>
-  "smalti.vector_store"(%d, %o, %c0, %c0) : (vector<64x64xf32>, memref<64x64xf32>, index, index) -> ()
-  "smalti.vector_store"(%r, %o2, %c0) : (vector<64xf32>, memref<64xf32>, index) -> ()
-  return
-}

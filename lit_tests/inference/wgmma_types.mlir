@@ -41,7 +41,7 @@ func.func @tma_into_f8_b(%g: memref<128x64xf8E4M3FN>, %out: memref<64x64xf32>) {
   %a = "smalti.slice_smem"(%o_a) : (index) -> memref<64x128xf8E4M3FN, #gpu.address_space<workgroup>>
   // expected-note @+1 {{transforms tried: [#smalti.transpose<[1, 0]>, #smalti.tile<[64, 128]>, #smalti.swizzle<128>]: TMA cannot move the innermost dim (its global stride must be 1); [#smalti.tile<[128, 64]>, #smalti.swizzle<64>], []: wgmma reads this B only K-major}}
   %b = "smalti.slice_smem"(%o_b) : (index) -> memref<128x64xf8E4M3FN, #gpu.address_space<workgroup>>
-  // expected-error @+2 {{'smalti.async_load' op cannot be given a layout: no transforms of the result of 'smalti.slice_smem' at}}
+  // expected-error @+2 {{'smalti.async_load' op cannot be given transforms: no transforms of the result of 'smalti.slice_smem' at}}
   // expected-note @+1 {{TMA writes this shared-memory ref}}
   "smalti.async_load"(%g, %b, %bars, %c0, %c0, %c0) : (memref<128x64xf8E4M3FN>, memref<128x64xf8E4M3FN, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
   // expected-note @+1 {{wgmma reads this operand from shared memory}}

@@ -11,7 +11,13 @@ from smalti.layout_inference.equations import (
     RelayoutAllowed,
     Variable,
 )
-from smalti.layout_inference.expressions import Broadcast, Reduce, Reshape, Transpose
+from smalti.layout_inference.expressions import (
+    Broadcast,
+    Reduce,
+    Reshape,
+    Transpose,
+    Unbroadcast,
+)
 from smalti.layout_inference.infer import explain_function, infer_function, infer_layouts
 from smalti.layout_inference.rules import RULES
 from smalti.layout_inference.solver import Conflict, Unsatisfiable, solve
@@ -19,6 +25,6 @@ from smalti.layout_inference.solver import Conflict, Unsatisfiable, solve
 __all__ = [
     "RULES", "AllowedKinds", "Broadcast", "Conflict", "Derived", "Equal", "EquationSystem",
     "Hint", "IsLayout", "Origin", "Reduce", "RelayoutAllowed", "Reshape", "Transpose",
-    "Unsatisfiable", "Variable", "explain_function", "infer_function", "infer_layouts",
-    "solve",
+    "Unbroadcast", "Unsatisfiable", "Variable", "explain_function", "infer_function",
+    "infer_layouts", "solve",
 ]

@@ -12,6 +12,7 @@ not constraints: they order the search and never appear in an explanation.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from smalti.layout_inference.equations import (
@@ -49,16 +50,33 @@ class Explanation:
     gave_up: bool = False
 
 
-def explain(system: EquationSystem, failure: Failure) -> Explanation:
-    """Shrink a failed part to a minimal set of conflicting constraints."""
+def explain(system: EquationSystem, failure: Failure,
+            core: tuple[Constraint, ...] | None = None) -> Explanation:
+    """Shrink a failed part to a minimal set of conflicting constraints (or take `core`,
+    a conflict no relayout resolves: then no cast is suggested)."""
     if failure.gave_up:
         return Explanation(_around(failure, radius=1), failure.conflict, gave_up=True)
+    if core is not None:
+        return Explanation(core, _conflict_of(system, core))
+    core = minimal_conflict(system, failure)
+    return Explanation(core, _conflict_of(system, core), _cast(system, failure, core))
+
+
+def minimal_conflict(system: EquationSystem, failure: Failure) -> tuple[Constraint, ...]:
+    """A minimal unsatisfiable subset of a failed part's constraints, in program order."""
     conflicting, along_chain = _first_inconsistent(system, failure)
     units = _groups(conflicting) if along_chain else tuple((c,) for c in conflicting)
     core = _quickxplain(system, units)
     order = {id(c): i for i, c in enumerate(system.constraints)}
-    core = tuple(sorted(core, key=lambda c: order.get(id(c), -1)))
-    return Explanation(core, _conflict_of(system, core), _cast(system, failure, core))
+    return tuple(sorted(core, key=lambda c: order.get(id(c), -1)))
+
+
+def minimal_unsatisfiable(constraints: tuple[Constraint, ...],
+                          consistent: Callable[[tuple[Constraint, ...]], bool]
+                          ) -> tuple[Constraint, ...]:
+    """A minimal subset of `constraints` (together inconsistent) that `consistent` says
+    is inconsistent, in the order given (QuickXplain with another satisfiability test)."""
+    return _quickxplain(None, tuple((c,) for c in constraints), consistent)
 
 
 def _consistent(system: EquationSystem, constraints: tuple[Constraint, ...]) -> bool:
@@ -122,14 +140,18 @@ def _groups(constraints: tuple[Constraint, ...]) -> tuple[tuple[Constraint, ...]
     return tuple(units)
 
 
-def _quickxplain(system: EquationSystem, units: tuple[tuple[Constraint, ...], ...]
+def _quickxplain(system: EquationSystem | None, units: tuple[tuple[Constraint, ...], ...],
+                 consistent: Callable[[tuple[Constraint, ...]], bool] | None = None
                  ) -> tuple[Constraint, ...]:
     """A minimal subset of the `units` of constraints (together unsatisfiable) that is
-    unsatisfiable, flattened."""
+    unsatisfiable, flattened (by `consistent`, else by solving in `system`)."""
+    if consistent is None:
+        def consistent(constraints: tuple[Constraint, ...]) -> bool:
+            return _consistent(system, constraints)
 
     def qx(background: tuple[Constraint, ...], changed: bool,
            candidates: tuple[tuple[Constraint, ...], ...]) -> tuple[Constraint, ...]:
-        if changed and not _consistent(system, background):
+        if changed and not consistent(background):
             return ()
         if len(candidates) == 1:
             return candidates[0]

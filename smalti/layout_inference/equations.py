@@ -98,11 +98,15 @@ class Requires:
 
 @dataclass(frozen=True)
 class RelayoutAllowed:
-    """`target` may differ from `source`, as long as the lowering can convert between them."""
+    """`target` may differ from `source`, as long as the lowering can convert between them;
+    with `within`, only by a relayout of that kind or a cheaper one ("none", "registers",
+    "shuffles", "smem": smalti.tiling.relayout), as when inference looks for relayouts
+    within warps before those through shared memory."""
 
     source: Variable
     target: Variable
     origin: Origin
+    within: str | None = None
 
 
 Constraint = Equal | IsLayout | AllowedKinds | Derived | RelayoutAllowed | Requires

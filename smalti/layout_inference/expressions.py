@@ -50,6 +50,17 @@ class Reduce:
 
 
 @dataclass(frozen=True)
+class Unbroadcast(Reduce):
+    """The operand of a broadcast to `shape` along the new dims `axes`, from the result's
+    layout: its reduction over them (every thread then holds the operand elements of the
+    result elements it holds, so the broadcast moves no data)."""
+
+    def describe(self) -> str:
+        return (f"operand of the broadcast to {list(self.shape)} along dims "
+                f"{list(self.axes)}")
+
+
+@dataclass(frozen=True)
 class Broadcast:
     """Broadcast a source of `shape` to `new_shape`: `axes` are the dims it adds (leading,
     as in vector.broadcast); `stretched` are its size-1 dims that grow."""
@@ -132,7 +143,7 @@ class Reshape:
         return f"reshape of {list(self.shape)} to {list(self.new_shape)}"
 
 
-Expression = Reduce | Broadcast | Transpose | Reshape
+Expression = Reduce | Unbroadcast | Broadcast | Transpose | Reshape
 
 
 def reshape_layout(layout: Layout, shape: Shape, new_shape: Shape) -> Layout | None:

@@ -17,12 +17,16 @@ from smalti.dialect.attributes import (
     transforms_to_attr,
 )
 from smalti.dialect.diagnostics import Diagnostic, DiagnosticError, error_at
+from smalti.dialect.ops import LayoutCastOp
 from smalti.dialect.verifier import verify_op
+from smalti.layout_inference.cuts import cut
 from smalti.layout_inference.equations import SMEM, EquationSystem
 from smalti.layout_inference.materialise import merge_equal, split_per_user
 from smalti.layout_inference.report import describe, diagnose, note
 from smalti.layout_inference.rules import RULES, RuleContext, is_smem_ref, is_vector, needs_variable
 from smalti.layout_inference.solver import Solution, Unsatisfiable, solve_explained
+
+INFERRED = "inferred"  # on a layout_cast inference inserted: the kind of its relayout
 
 
 def infer_layouts(module: ir.Operation) -> None:
@@ -94,9 +98,7 @@ def _infer(func: ir.Operation) -> tuple[RuleContext, Solution]:
     try:
         solution = solve_explained(system)
     except Unsatisfiable as failure:
-        error = diagnose(failure, system, func)
-        merge_equal(copies, lambda a, b: True)
-        raise error from None
+        solution = _with_relayouts(func, ctx, system, failure, copies, vector_ops)
     cache: dict[tuple, ir.ArrayAttr] = {}
     with func.context:
         for op in vector_ops:
@@ -107,6 +109,40 @@ def _infer(func: ir.Operation) -> tuple[RuleContext, Solution]:
 
     merge_equal(copies, same_layout, forget=lambda value: ctx.variables.pop(value))
     return ctx, solution
+
+
+def _with_relayouts(func: ir.Operation, ctx: RuleContext, system: EquationSystem,
+                    failure: Unsatisfiable, copies: list, vector_ops: list[ir.Operation]
+                    ) -> Solution:
+    """Solve a system without a single layout assignment by inserting relayouts
+    (smalti.layout_inference.cuts): a `smalti.layout_cast` before each chosen use, at the
+    using op's location, marked `inferred` with the relayout's kind; or raise the located
+    explanation of the parts no relayout resolves (the IR as it came)."""
+    cuts = cut(system, failure.failures)
+    solution = None
+    if not cuts.unresolved:
+        # Each part solved with these cuts; were it otherwise, the original is explained.
+        with contextlib.suppress(Unsatisfiable):
+            solution = solve_explained(cuts.system)
+    if solution is None:
+        failures = cuts.unresolved or failure.failures
+        error = diagnose(Unsatisfiable(failures[0].conflict, failures), system, func,
+                         cuts.irreparable)
+        merge_equal(copies, lambda a, b: True)
+        raise error from None
+    with func.context:
+        for relayout in cuts.relayouts(solution.layouts):
+            op, value = relayout.use.op, relayout.use.var.value
+            with ir.InsertionPoint(op):
+                cast = LayoutCastOp.build(source=value, new_layout=relayout.target,
+                                          loc=op.location)
+            cast.operation.attributes[INFERRED] = ir.StringAttr.get(relayout.cost.kind)
+            for number, operand in enumerate(op.operands):
+                if operand == value:
+                    op.operands[number] = cast.result
+            ctx.variables[cast.result] = relayout.var
+            vector_ops.append(cast.operation)
+    return solution
 
 
 def _annotate(op: ir.Operation, ctx: RuleContext, solution: dict,

@@ -39,14 +39,19 @@ NAMES = {WGMMA_LAYOUT: "wgmma", WGMMA_ROW_LAYOUT: "wgmma-row", WGMMA_COL_LAYOUT:
          WGMMA_LAYOUT_TF32_A: "wgmma-tf32-a"}
 
 
-def diagnose(failure: Unsatisfiable, system: EquationSystem, func: ir.Operation
-             ) -> DiagnosticError:
-    """One located error per failed part of the system."""
-    return DiagnosticError([_diagnose(part, system, func) for part in failure.failures])
+def diagnose(failure: Unsatisfiable, system: EquationSystem, func: ir.Operation,
+             irreparable: dict[int, tuple[Constraint, ...]] | None = None) -> DiagnosticError:
+    """One located error per failed part of the system. `irreparable`: for the parts (by
+    position) that no relayout resolves, the conflict to name, which relayouts between
+    its ops would not resolve either (smalti.layout_inference.cuts)."""
+    irreparable = irreparable or {}
+    return DiagnosticError([_diagnose(part, system, func, irreparable.get(i))
+                            for i, part in enumerate(failure.failures)])
 
 
-def _diagnose(failure: Failure, system: EquationSystem, func: ir.Operation) -> Diagnostic:
-    explanation = explain(system, failure)
+def _diagnose(failure: Failure, system: EquationSystem, func: ir.Operation,
+              irreparable: tuple[Constraint, ...] | None = None) -> Diagnostic:
+    explanation = explain(system, failure, irreparable)
     core, conflict = explanation.constraints, explanation.conflict
     notes = _elided([note(constraint, func) for constraint in core])
     if explanation.gave_up:  # nothing proven: name the value and what constrains it
@@ -79,8 +84,10 @@ def _diagnose(failure: Failure, system: EquationSystem, func: ir.Operation) -> D
             f"a smalti.layout_cast of {_value_name(equality.a, func)} to {describe(layout)} "
             "before its use here would resolve the conflict", "note"))
     given = "transforms" if _in_smem(core, var) else "a layout"
+    unresolved = ("; no relayout resolves it"
+                  if irreparable is not None and given == "a layout" else "")
     message = (f"'{origin.op_name}' op cannot be given {given}: {headline} "
-               f"({_count(core)} in conflict)")
+               f"({_count(core)} in conflict){unresolved}")
     return Diagnostic(locate(origin, func), message, notes=tuple(notes))
 
 

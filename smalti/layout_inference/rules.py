@@ -41,11 +41,21 @@ from smalti.layout_inference.equations import (
     Requires,
     Variable,
 )
-from smalti.layout_inference.expressions import Broadcast, Expression, Reduce, Reshape, Transpose
-from smalti.layout_inference.solver import widest_strided_layout
+from smalti.layout_inference.expressions import (
+    Broadcast,
+    Expression,
+    Reduce,
+    Reshape,
+    Transpose,
+    Unbroadcast,
+)
+from smalti.layout_inference.solver import fits, widest_strided_layout
 from smalti.tiling import (
     WGMMA_A_LAYOUTS,
     WGMMA_LAYOUT,
+    WGMMA_LAYOUT_8BIT,
+    WGMMA_LAYOUT_TF32_A,
+    WGMMA_TRANSPOSED_LAYOUT,
     LayoutError,
     SwizzleTransform,
     TiledLayout,
@@ -226,8 +236,26 @@ def _broadcast(ctx: RuleContext, op: vector.BroadcastOp) -> None:
     added = len(new_shape) - len(shape)
     stretched = tuple(added + i for i, size in enumerate(shape)
                       if size == 1 and new_shape[added + i] != 1)
-    ctx.derive(result, source, Broadcast(shape, new_shape, tuple(range(added)), stretched),
-               "vector.broadcast replicates its operand's layout along the new dims")
+    _derive_broadcast(ctx, source, result, Broadcast(shape, new_shape, tuple(range(added)),
+                                                     stretched), "vector.broadcast")
+
+
+def _derive_broadcast(ctx: RuleContext, source: ir.Value, result: ir.Value,
+                      broadcast: Broadcast, name: str) -> None:
+    """A broadcast moves no data when every thread holds the operand elements of the
+    result elements it holds: the operand's layout is then the reduction of the result's
+    over the new dims. Any result layout whose reduction the operand has will do (the
+    tf32 A fragment layout as well as the accumulator's), so the operand's layout is
+    derived from the result's, not the other way round; a known operand layout suggests
+    the canonical broadcast of it (smalti.tiling.broadcast_layout). Stretched size-1 dims
+    keep the forward rule (only a splat stretches)."""
+    if broadcast.stretched:
+        ctx.derive(result, source, broadcast,
+                   f"{name} replicates its operand's layout along the new dims")
+        return
+    ctx.derive(source, result, Unbroadcast(broadcast.new_shape, broadcast.axes),
+               f"{name} moves no data: its operand's layout is the reduction of its "
+               "result's over the new dims")
 
 
 @rule(vector.MultiDimReductionOp)
@@ -446,8 +474,8 @@ def _broadcast_in_dim(ctx: RuleContext, op: BroadcastInDimOp) -> None:
     dims = op.broadcast_dimensions
     added = tuple(d for d in range(len(new_shape)) if d not in dims)
     stretched = tuple(d for i, d in enumerate(dims) if shape[i] == 1 and new_shape[d] != 1)
-    ctx.derive(result, source, Broadcast(shape, new_shape, added, stretched),
-               "broadcast_in_dim replicates its operand's layout along the new dims")
+    _derive_broadcast(ctx, source, result, Broadcast(shape, new_shape, added, stretched),
+                      "broadcast_in_dim")
 
 
 @rule(IotaOp)
@@ -490,6 +518,24 @@ def _slice_alignment(offsets: tuple[int, ...], sizes: tuple[int, ...], shape: tu
     return test
 
 
+# Tiled layouts a sliced value may take, besides those the search tries anyway: the
+# canonical fragment layouts, whose first-level tiles are 8, 4 or 16 columns wide.
+SLICEABLE_LAYOUTS: tuple[TiledLayout, ...] = (
+    WGMMA_LAYOUT, WGMMA_TRANSPOSED_LAYOUT, WGMMA_LAYOUT_TF32_A, WGMMA_LAYOUT_8BIT,
+)
+
+
+def _hint_sliceable(ctx: RuleContext, value: ir.Value, test: Callable[[object], str | None],
+                    name: str) -> None:
+    """Propose for a sliced value the tiled layouts whose tiles the slice boundaries
+    respect (x[:, 4:12] of a 64x16 f32 value is whole [64, 4] tiles of the tf32 A layout,
+    which the search's defaults do not include)."""
+    var = ctx.var(value)
+    for layout in SLICEABLE_LAYOUTS:
+        if fits(layout, var.shape) and test(layout) is None:
+            ctx.hint(value, layout, TOLERATED, f"{name} takes whole tiles of this layout")
+
+
 def _slice_geometry(op: vector.ExtractStridedSliceOp | vector.InsertStridedSliceOp,
                     large: ir.Value) -> tuple[tuple[int, ...], ...]:
     shape = tuple(ir.VectorType(large.type).shape)
@@ -505,8 +551,9 @@ def _extract_strided_slice(ctx: RuleContext, op: vector.ExtractStridedSliceOp) -
     shape, offsets = _slice_geometry(op, source)
     sizes = tuple(ir.VectorType(result.type).shape)
     ctx.equal(source, result, "a slice keeps its source's layout")
-    ctx.require(source, _slice_alignment(offsets, sizes, shape),
-                "vector.extract_strided_slice takes whole tiles")
+    test = _slice_alignment(offsets, sizes, shape)
+    ctx.require(source, test, "vector.extract_strided_slice takes whole tiles")
+    _hint_sliceable(ctx, source, test, "vector.extract_strided_slice")
 
 
 @rule(vector.InsertStridedSliceOp)
@@ -517,8 +564,11 @@ def _insert_strided_slice(ctx: RuleContext, op: vector.InsertStridedSliceOp) -> 
     sizes = tuple(ir.VectorType(source.type).shape)
     ctx.equal(source, result, "an inserted slice has its destination's layout")
     ctx.equal(destination, result, "insert_strided_slice keeps the destination's layout")
-    ctx.require(destination, _slice_alignment(offsets, sizes, shape),
-                "vector.insert_strided_slice writes whole tiles")
+    ctx.allow(result, MEMORY_LAYOUT_KINDS, "insert_strided_slice makes a value whose "
+                                           "elements differ, not a splat")
+    test = _slice_alignment(offsets, sizes, shape)
+    ctx.require(destination, test, "vector.insert_strided_slice writes whole tiles")
+    _hint_sliceable(ctx, destination, test, "vector.insert_strided_slice")
 
 
 @rule(DebugPrintOp)

@@ -445,8 +445,15 @@ class _Solver:
 
     def _check_relayout(self, r: RelayoutAllowed) -> None:
         source, target = self._find(r.source.id), self._find(r.target.id)
-        if source in self.layout and target in self.layout and not relayout_supported(
-                self.layout[source], self.layout[target], r.source.shape, r.source.bitwidth):
+        if source not in self.layout or target not in self.layout:
+            return
+        pair = (self.layout[source], self.layout[target], r.source.shape, r.source.bitwidth)
+        if r.within is not None and relayout_supported(*pair) and (
+                relayout_rank(*pair) > _RELAYOUT_RANK[r.within]):
+            raise _Conflicted(Conflict(
+                f"this relayout costs more than {r.within}",
+                (*self._why(r.source), r, *reversed(self._why(r.target)))))
+        if not relayout_supported(*pair):
             raise _Conflicted(Conflict(
                 "this relayout is not supported (only splat broadcasts, no-op casts and "
                 "relayouts of 8-, 16- and 32-bit elements between distributed layouts are)",

@@ -71,7 +71,7 @@ def run_reference(program: Program, inputs: list[np.ndarray], *,
                   prints: dict[tuple[int, int], Tracked] | None = None) -> list[Tracked]:
     """The outputs (in `program.outputs` order) for `inputs` (in `program.inputs` order).
     `flush_subnormals`: as a machine that flushes subnormal operands and results to zero
-    (x86's FTZ and DAZ), a model of a known finding (allowlist.KNOWN_FINDINGS). `prints`
+    (x86's FTZ and DAZ), a model for known mismatch findings (allowlist.KNOWN_FINDINGS). `prints`
     receives (label, block) -> the value each Print printed last in that block."""
     types = value_types(program)
     buffers = {ref.name: Tracked.exact(array) for ref, array in zip(program.inputs, inputs,

@@ -1,9 +1,10 @@
 """A second opinion on layout-inference refusals: is there really no layout assignment?
 
 A refusal ("... cannot be given a layout") is a documented limitation only when no
-assignment of layouts satisfies the program's constraints (then the program needs a
-relayout across warps, which is not built). This module states the constraints exactly as
-smalti's rules do (after the passes that run before inference), and searches assignments by
+assignment of layouts satisfies the program's constraints, even with relayouts inserted
+between its ops (which inference tries first). Any assignment without relayouts is one
+with them, so an assignment of the plain constraints disproves a refusal. This module
+states the constraints exactly as smalti's rules do (after the passes that run before inference), and searches assignments by
 plain backtracking over a fixed universe of layouts, with the register limit, without the
 solver's propagation or ordering: the method of tests/test_inference_programs.py, applied
 to the tester's programs. An assignment found means smalti refused a satisfiable program.
