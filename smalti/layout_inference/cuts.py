@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
+from smalti.dialect.ops import LayoutCastOp
 from smalti.layout_inference.conflicts import minimal_conflict, minimal_unsatisfiable
 from smalti.layout_inference.equations import (
     REGISTERS,
@@ -60,7 +61,7 @@ from smalti.layout_inference.solver import Failure, Unsatisfiable, _Solver, solv
 from smalti.tiling import Layout, LayoutError, RelayoutCost, relayout_cost
 from smalti.tiling.cost import registers_per_thread
 
-LAYOUT_CAST = "smalti.layout_cast"
+LAYOUT_CAST = LayoutCastOp.OPERATION_NAME
 KINDS = ("none", "registers", "shuffles", "smem")  # cheapest first
 IN_WARP = "shuffles"  # the dearest relayout that keeps every element in its warp
 MOVED_BITWIDTHS = (8, 16, 32)  # elements a relayout moves (smalti.layout_inference.solver)
