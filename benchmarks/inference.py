@@ -1,6 +1,6 @@
 """Layout inference time on generated modules, against Mosaic GPU's `infer_layout`.
 
-    python benchmarks/inference.py [--program dag|chain|mixed] [--sizes 1000 10000 100000]
+    python benchmarks/inference.py [--program dag|chain|mixed|relayouts] [--sizes 1000 10000 100000]
                                    [--repeats 3] [--no-peer] [--peer-timeout 600]
 
 Both engines get the same program, written in each one's dialect. Parsing is not timed; the
@@ -19,6 +19,10 @@ stores included).
   each block starts from a load cast to the WGMMA layout (as kernels that feed wgmma do) and
   each reduction has its own zero accumulator. Mosaic GPU has no register transpose: its
   program has a `math.absf` in its place.
+- "relayouts": blocks without a single layout assignment, where inference inserts
+  relayouts: a tile's column sums added to its row sums (one relayout by shuffles) and
+  broadcast back, the tile added to its own transpose (one through shared memory), a
+  store. Mosaic GPU (with `math.absf` for the transpose) refuses the row plus column sums.
 """
 
 from __future__ import annotations
@@ -54,13 +58,15 @@ WGMMA = {
 #   ("load", dst, ref)  ("const", dst)  ("const1", dst)  ("bin", dst, name, a, b)
 #   ("un", dst, name, a)  ("cast", dst, a)  ("reduce", dst, combiner, a, acc, axis)
 #   ("bcast", dst, a, kept_dim)  ("transpose", dst, a)  ("loop", dst, init, other)
-#   ("store", a, ref)
+#   ("rowbin", dst, name, a, b) (on 1-D rows)  ("store", a, ref)
 
 
 def program(n_ops: int, kind: str = "dag", seed: int = 0) -> list[tuple]:
     """The op list of a generated program of about `n_ops` ops."""
     if kind == "mixed":
         return _mixed(n_ops, seed)
+    if kind == "relayouts":
+        return _relayouts(n_ops)
     rng = random.Random(seed)
     loads = 8
     ops: list[tuple] = [("load", i, i) for i in range(loads)]
@@ -105,6 +111,27 @@ def _mixed(n_ops: int, seed: int) -> list[tuple]:
     return ops
 
 
+def _relayouts(n_ops: int) -> list[tuple]:
+    ops: list[tuple] = []
+    count = 0
+
+    def emit(*op: object) -> int:
+        nonlocal count
+        ops.append((op[0], count, *op[1:]))
+        count += 1
+        return count - 1
+
+    while ops_count(ops) < n_ops:
+        ref = len(ops) % 8
+        x = emit("load", ref)
+        columns = emit("reduce", "add", x, emit("const1"), 0)
+        rows = emit("reduce", "add", x, emit("const1"), 1)
+        sums = emit("bcast", emit("rowbin", "arith.addf", columns, rows), 0)
+        both = emit("bin", "arith.addf", x, emit("transpose", x))
+        ops.append(("store", emit("bin", "arith.mulf", both, sums), ref))
+    return ops
+
+
 def ops_count(ops: list[tuple]) -> int:
     """Ops of the kernel body as parsed: a loop is the scf.for, its addf and its yield."""
     return sum(3 if op[0] == "loop" else 1 for op in ops)
@@ -128,6 +155,8 @@ def module_text(ops: list[tuple], dialect: str) -> str:
                 lines.append(f"  %v{dst} = arith.constant dense<0.0> : {ROW}")
             case ("bin", dst, name, a, b):
                 lines.append(f"  %v{dst} = {name} %v{a}, %v{b} : {TILE}")
+            case ("rowbin", dst, name, a, b):
+                lines.append(f"  %v{dst} = {name} %v{a}, %v{b} : {ROW}")
             case ("un", dst, name, a):
                 lines.append(f"  %v{dst} = {name} %v{a} : {TILE}")
             case ("cast", dst, a):
@@ -247,7 +276,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--program", choices=("dag", "chain", "mixed"), default="dag")
+    parser.add_argument("--program", choices=("dag", "chain", "mixed", "relayouts"), default="dag")
     parser.add_argument("--no-peer", action="store_true", help="skip Mosaic GPU")
     parser.add_argument("--peer-timeout", type=float, default=600,
                         help="seconds Mosaic GPU gets per size (default 600)")

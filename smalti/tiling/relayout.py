@@ -56,6 +56,13 @@ class RelayoutCost:
 
 def relayout_cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> RelayoutCost:
     """The cost of converting a `shape` value of `bitwidth`-bit elements from src to dst."""
+    return _planned_cost(src, dst, tuple(shape), bitwidth)
+
+
+@functools.lru_cache(maxsize=4096)
+def _planned_cost(src: Layout, dst: Layout, shape: Shape, bitwidth: int) -> RelayoutCost:
+    """relayout_cost, memoised: inference's search for relayouts to insert prices the same
+    few pairs again and again (smalti.layout_inference.cuts)."""
     return _cost(src, dst, shape, bitwidth, count_shuffles=True)
 
 
