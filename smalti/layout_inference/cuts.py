@@ -137,29 +137,32 @@ def cut(system: EquationSystem, failures: tuple[Failure, ...]) -> Cuts:
 
 
 def _with_cuts(system: EquationSystem, constraints: tuple[Constraint, ...] | list[Constraint],
-               cuts: list[tuple[Use, str | None]], part: frozenset[int] | None = None
+               cuts: list[tuple[Use, str | None]], part: tuple[Variable, ...] | None = None
                ) -> tuple[EquationSystem, dict[Use, Variable]]:
-    """`system` restricted to `constraints` (and to the hints about variables of `part`),
-    each use of `cuts` reading a variable of its own that a relayout (of at most the given
-    kind) makes from the value's."""
-    variables = list(system.variables)
+    """`system` restricted to `constraints` (and to the variables of `part` and the hints
+    about them), each use of `cuts` reading a variable of its own that a relayout (of at
+    most the given kind) makes from the value's. The new variables are numbered after
+    all of `system`'s, so a solution of the part reads like one of the whole."""
+    variables = list(system.variables if part is None else part)
     targets: dict[Use, Variable] = {}
     by_key: dict[tuple[ir.Operation, int], Variable] = {}
     relayouts = []
     for use, within in cuts:
         var = use.var
-        target = Variable(len(variables), var.shape, var.bitwidth, var.value, REGISTERS)
+        target = Variable(len(system.variables) + len(targets), var.shape, var.bitwidth,
+                          var.value, REGISTERS)
         variables.append(target)
         targets[use] = target
         by_key[(use.op, var.id)] = target
         relayouts.append(RelayoutAllowed(var, target, Origin(
             LAYOUT_CAST, use.op.location, f"inference inserts a relayout before this use of "
             f"the value by '{use.op.name}'", use.op), within))
+    hints = (system.hints if part is None
+             else [hint for _, hint in system.hints_of(var.id for var in part)])
     return EquationSystem(
         variables,
         [*(_substituted(c, by_key) for c in constraints), *relayouts],
-        [_substituted(h, by_key) for h in system.hints
-         if part is None or h.var.id in part],
+        [_substituted(h, by_key) for h in hints],
     ), targets
 
 
@@ -197,7 +200,6 @@ class _Part:
                 if key not in self.index and _cuttable(op, var):
                     self.index[key] = Use(op, var, len(self.uses))
                     self.uses.append(self.index[key])
-        self.part = frozenset(v.id for v in failure.variables)
         self.solves = 0
 
     def plan(self) -> list[tuple[Use, str | None]] | _Irreparable | None:
@@ -242,7 +244,7 @@ class _Part:
                             cuts: frozenset[Use]) -> bool:
         system, _ = _with_cuts(self.system, constraints,
                                [(u, None) for u in sorted(cuts, key=lambda u: u.order)],
-                               self.part)
+                               self.failure.variables)
         return _consistent(system, tuple(system.constraints))
 
     # Solving with cuts.
@@ -250,7 +252,8 @@ class _Part:
                     ) -> tuple[EquationSystem, tuple[Variable, ...]]:
         ordered = sorted(cuts, key=lambda u: u.order)
         system, targets = _with_cuts(self.system, self.failure.constraints,
-                                     [(use, bounds[use]) for use in ordered], self.part)
+                                     [(use, bounds[use]) for use in ordered],
+                                     self.failure.variables)
         return system, (*self.failure.variables, *targets.values())
 
     def _solve(self, cuts: frozenset[Use], within: str | None,

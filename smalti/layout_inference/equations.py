@@ -6,7 +6,7 @@ Values are independent of MLIR so that the solver can be tested (and fuzzed) on 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +130,23 @@ class EquationSystem:
     variables: list[Variable] = field(default_factory=list)
     constraints: list[Constraint] = field(default_factory=list)
     hints: list[Hint] = field(default_factory=list)
+    # hints by variable id, with their positions in `hints`; built on first use, extended as
+    # hints are appended (`hints` only grows)
+    _hint_index: dict[int, list[tuple[int, Hint]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _hints_indexed: int = field(default=0, init=False, repr=False, compare=False)
+
+    def hints_of(self, var_ids: Iterable[int]) -> list[tuple[int, Hint]]:
+        """The hints about these variables, each with its position in `hints`, in that
+        order: what a search over part of the system reads, at the cost of that part (the
+        search for relayouts to insert solves thousands of small parts of one system)."""
+        for position in range(self._hints_indexed, len(self.hints)):
+            hint = self.hints[position]
+            self._hint_index.setdefault(hint.var.id, []).append((position, hint))
+        self._hints_indexed = len(self.hints)
+        found = [item for i in var_ids for item in self._hint_index.get(i, ())]
+        found.sort(key=lambda item: item[0])
+        return found
 
     def new_variable(self, shape: tuple[int, ...], bitwidth: int = 32,
                      value: Any = None, domain: str = REGISTERS) -> Variable:

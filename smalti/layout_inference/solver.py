@@ -297,10 +297,9 @@ class _Solver:
         for var in self.variables:
             self.members[self._find(var.id)].append(var)
         self.hints: dict[int, list[tuple[int, int, int, Hint]]] = defaultdict(list)
-        for order, hint in enumerate(system.hints):
-            if hint.var.id in self.parent:
-                self.hints[self._find(hint.var.id)].append(
-                    (-hint.priority, hint.var.id, order, hint))
+        for order, hint in system.hints_of(self.parent):
+            self.hints[self._find(hint.var.id)].append(
+                (-hint.priority, hint.var.id, order, hint))
         for ranked in self.hints.values():
             ranked.sort(key=lambda item: item[:3])
         self.layout: dict[int, Layout] = {}
