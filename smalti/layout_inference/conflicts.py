@@ -67,7 +67,7 @@ def minimal_conflict(system: EquationSystem, failure: Failure) -> tuple[Constrai
     conflicting, along_chain = _first_inconsistent(system, failure)
     units = _groups(conflicting) if along_chain else tuple((c,) for c in conflicting)
     core = _quickxplain(system, units)
-    order = {id(c): i for i, c in enumerate(system.constraints)}
+    order = {id(c): i for i, c in enumerate(failure.constraints)}  # the part's, in order
     return tuple(sorted(core, key=lambda c: order.get(id(c), -1)))
 
 

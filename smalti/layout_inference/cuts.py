@@ -71,6 +71,11 @@ MAX_SOLVES = 48  # sets of cuts solved per part and kind of relayout, before giv
 ALTERNATIVES = 6  # further sets of the smallest size costed once one solves
 MAX_COMBINATIONS = 200_000  # sets of uses looked at for one that meets every core
 SEARCH_BUDGET = 20_000  # search budget of each solve
+# Budget of the probe whether relayouts within warps alone can resolve a part (every use
+# cut): proving that they cannot is an exhaustive search, and a probe that runs out only
+# lets relayouts through shared memory into the search, where each cut is still tightened
+# to the cheapest kind that solves.
+IN_WARP_PROBE_BUDGET = 500
 MINIMISED = 400  # constraints of a part whose conflict with every use cut is minimised
 
 
@@ -212,7 +217,8 @@ class _Part:
         everything = frozenset(self.uses)
         if self._solve(everything, None) is None:  # the most relaxed the part can be
             return self._irreparable(everything)
-        within = IN_WARP if self._solve(everything, IN_WARP) is not None else None
+        probe = self._solve(everything, IN_WARP, budget=IN_WARP_PROBE_BUDGET)
+        within = IN_WARP if probe is not None else None
         core = self._core_uses(minimal_conflict(self.system, self.failure), frozenset())
         if not core:
             return None
@@ -257,7 +263,7 @@ class _Part:
         return system, (*self.failure.variables, *targets.values())
 
     def _solve(self, cuts: frozenset[Use], within: str | None,
-               bounds: dict[Use, str | None] | None = None
+               bounds: dict[Use, str | None] | None = None, budget: int = SEARCH_BUDGET
                ) -> dict[int, Layout] | None:
         """The part's layouts with `cuts` (each bounded by `bounds`, else `within`), or
         None; solved without explanations (a cut at every use makes long chains of
@@ -266,8 +272,7 @@ class _Part:
         system, variables = self._cut_system(
             cuts, {u: (bounds or {}).get(u, within) for u in cuts})
         try:
-            return _Unexplained(system, tuple(system.constraints), variables,
-                                SEARCH_BUDGET).run()
+            return _Unexplained(system, tuple(system.constraints), variables, budget).run()
         except Unsatisfiable:
             return None
 

@@ -351,7 +351,7 @@ class _Solver:
         fixed: list[list[IsLayout]] = [[] for _ in parts]
         for constraint in self.fixed:  # in program order within each part
             fixed[part_of[self._find(constraint.var.id)]].append(constraint)
-        failures = []
+        failed: list[tuple[list[int], Conflict, bool]] = []
         for part, part_fixed in zip(parts, fixed, strict=True):
             start = len(self.trail)
             try:
@@ -359,19 +359,31 @@ class _Solver:
                     self._assign(constraint.var, constraint.layout, constraint)
                 self._search(part, start)
             except _Conflicted as failure:
-                failures.append(self._failure(part, failure.conflict))
+                failed.append((part, failure.conflict, False))
             except _GaveUp as failure:
-                failures.append(self._failure(part, failure.conflict, gave_up=True))
-        if failures:
-            raise Unsatisfiable(failures[0].conflict, tuple(failures))
+                failed.append((part, failure.conflict, True))
+        if failed:
+            by_root = self._constraints_by_root()
+            failures = tuple(self._failure(part, conflict, by_root, gave_up)
+                             for part, conflict, gave_up in failed)
+            raise Unsatisfiable(failures[0].conflict, failures)
         return {v.id: self.layout[self._find(v.id)] for v in self.variables}
 
-    def _failure(self, part: list[int], conflict: Conflict, gave_up: bool = False) -> Failure:
-        roots = set(part)
+    def _constraints_by_root(self) -> dict[int, list[tuple[int, Constraint]]]:
+        """Each constraint, with its position, under the root of its first variable: read
+        once however many parts fail (a program with a thousand failing parts is searched
+        for relayouts part by part)."""
+        by_root: dict[int, list[tuple[int, Constraint]]] = defaultdict(list)
+        for position, constraint in enumerate(self.constraints):
+            by_root[self._find(variables_of(constraint)[0].id)].append((position, constraint))
+        return by_root
+
+    def _failure(self, part: list[int], conflict: Conflict,
+                 by_root: dict[int, list[tuple[int, Constraint]]], gave_up: bool) -> Failure:
         variables = tuple(sorted((v for root in part for v in self.members[root]),
                                  key=lambda v: v.id))
-        constraints = tuple(c for c in self.constraints
-                            if self._find(variables_of(c)[0].id) in roots)
+        constraints = tuple(c for _, c in sorted(
+            (item for root in part for item in by_root.get(root, ())), key=lambda i: i[0]))
         return Failure(conflict, constraints, variables, gave_up)
 
     # Assignment and propagation.
