@@ -27,6 +27,7 @@ from jaxlib.mlir import ir
 import smalti.dsl as sd
 from smalti.dialect import DiagnosticError, make_context, parse_module
 from smalti.dialect.attributes import attr_to_layouts, layout_to_text
+from smalti.layout_inference import explain_function
 from smalti.layout_inference.conflicts import explain
 from smalti.layout_inference.equations import (
     AllowedKinds,
@@ -165,6 +166,20 @@ def test_x_plus_its_transpose_matches_numpy():
                                   np.zeros(64, np.float32), np.zeros_like(y))
     np.testing.assert_array_equal(m, np.maximum(x.max(1), acc))
     np.testing.assert_array_equal(s, y + y.T)
+
+
+def test_explain_layouts_says_which_casts_inference_inserted():
+    text = chunk("x_plus_x_transposed")
+    context = make_context()
+    module = parse_module(text, "xt.mlir", context)
+    with context:
+        remarks = explain_function(module.regions[0].blocks[0].operations[0])
+    inserted = [r for r in remarks if "inserted by inference" in r.message]
+    assert len(inserted) == 1, inserted
+    assert inserted[0].severity == "remark"
+    assert inserted[0].message.startswith(
+        "result #0 of 'smalti.layout_cast' (inserted by inference: a relayout through shared "
+        "memory) has #smalti.tiled<"), inserted[0].message
 
 
 def test_a_users_cast_keeps_its_meaning():

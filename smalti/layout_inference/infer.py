@@ -27,6 +27,8 @@ from smalti.layout_inference.rules import RULES, RuleContext, is_smem_ref, is_ve
 from smalti.layout_inference.solver import Solution, Unsatisfiable, solve_explained
 
 INFERRED = "inferred"  # on a layout_cast inference inserted: the kind of its relayout
+RELAYOUT_KINDS = {"registers": "in registers", "shuffles": "by shuffles within warps",
+                  "smem": "through shared memory"}
 
 
 def infer_layouts(module: ir.Operation) -> None:
@@ -55,6 +57,9 @@ def explain_function(func: ir.Operation) -> list[Diagnostic]:
         else:
             where = value.owner.location
             name = f"result #{ir.OpResult(value).result_number} of '{value.owner.name}'"
+            if INFERRED in value.owner.attributes:
+                kind = ir.StringAttr(value.owner.attributes[INFERRED]).value
+                name += f" (inserted by inference: a relayout {RELAYOUT_KINDS[kind]})"
         remarks.append(Diagnostic(where, f"{name} has {describe(solution.layouts[var.id])}",
                                   "remark", notes))
     return remarks
