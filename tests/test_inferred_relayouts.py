@@ -182,6 +182,31 @@ def test_explain_layouts_says_which_casts_inference_inserted():
         "memory) has #smalti.tiled<"), inserted[0].message
 
 
+def test_many_conflicts_along_one_part_are_all_cut():
+    """y + y.T six times over: six relayouts in one part, past the exact search's limits
+    (its cores overlap along the chain); each is needed, and the numbers are right."""
+    lines = ['func.func @k(%a: memref<64x64xf32>, %o: memref<64x64xf32>) '
+             'attributes {smalti.kernel, smalti.grid = array<i64: 1>} {',
+             '  %c0 = arith.constant 0 : index',
+             '  %y0 = "smalti.vector_load"(%a, %c0, %c0) : (memref<64x64xf32>, index, index) '
+             '-> vector<64x64xf32>']
+    for i in range(6):
+        lines += [f"  %t{i} = vector.transpose %y{i}, [1, 0] : vector<64x64xf32> to "
+                  "vector<64x64xf32>",
+                  f"  %y{i + 1} = arith.addf %y{i}, %t{i} : vector<64x64xf32>"]
+    lines += ['  "smalti.vector_store"(%y6, %o, %c0, %c0) : (vector<64x64xf32>, '
+              'memref<64x64xf32>, index, index) -> ()', "  return", "}"]
+    text = "\n".join(lines)
+    _, casts = inferred(text)
+    assert [kind(c) for c in casts] == ["smem"] * 6
+    x = ints((64, 64), 11)
+    want = x
+    for _ in range(6):
+        want = want + want.T
+    out = run_simulated(compile_mlir(text, "many.mlir"), x, np.zeros_like(x))[-1]
+    np.testing.assert_array_equal(out, want)
+
+
 def test_a_users_cast_keeps_its_meaning():
     text = chunk("users_cast_stays")
     _, casts = inferred(text)

@@ -14,15 +14,17 @@ For each independent part of the system without a solution:
 1. Cutting every use at once is the most relaxed the part can be: when even that has no
    solution (a shape no layout fits, a slice through every layout's tiles, a splat that a
    distributed value cannot become), no cut resolves the part and it is refused with the
-   usual explanation. When it has a solution with every relayout within warps (register
-   moves, `shfl.sync`), only such relayouts are searched; else those through shared memory
-   too. So in-warp relayouts are chosen whenever some set of them suffices.
+   usual explanation. When a short probe finds a solution with every relayout within warps
+   (register moves, `shfl.sync`), only such relayouts are searched; else those through
+   shared memory too (and step 3 still bounds each cut to the cheapest kind that solves).
 2. The smallest set of uses is found as MaxSAT solvers find minimum corrections
    (implicit hitting sets): a minimal set of conflicting constraints
    (`conflicts.minimal_conflict`) names the uses whose cut could break it; the smallest
    sets of uses that meet every such core found so far are cut and solved, in program
    order, and a set that still fails gives a new core. A conflict among uses left uncut
-   stays one whatever else is cut, so no solution is lost.
+   stays one whatever else is cut, so no solution is lost. When that search meets its
+   limits (many conflicts along one part), cuts are made one conflict after another (the
+   last use of each minimal conflict), and then every cut the others do without is dropped.
 3. Among the smallest sets that solve (a few alternatives are tried), the cheapest wins:
    by the kinds of its relayouts (none, registers, shuffles, shared memory; each cut
    bounded to the cheapest kind that still solves), then their sizes
@@ -66,8 +68,9 @@ KINDS = ("none", "registers", "shuffles", "smem")  # cheapest first
 IN_WARP = "shuffles"  # the dearest relayout that keeps every element in its warp
 MOVED_BITWIDTHS = (8, 16, 32)  # elements a relayout moves (smalti.layout_inference.solver)
 
-MAX_CUTS = 4  # relayouts inserted into one part at most
+MAX_CUTS = 8  # relayouts the search for the fewest inserts into one part at most
 MAX_SOLVES = 48  # sets of cuts solved per part and kind of relayout, before giving up
+MAX_GREEDY_CUTS = 64  # relayouts inserted into one part at most, past the search's limits
 ALTERNATIVES = 6  # further sets of the smallest size costed once one solves
 MAX_COMBINATIONS = 200_000  # sets of uses looked at for one that meets every core
 SEARCH_BUDGET = 20_000  # search budget of each solve
@@ -222,7 +225,7 @@ class _Part:
         core = self._core_uses(minimal_conflict(self.system, self.failure), frozenset())
         if not core:
             return None
-        return self._search([core], within)
+        return self._search([core], within) or self._greedy(within)
 
     def _only_transforms(self) -> bool:
         return all(var.domain != REGISTERS for var in self.failure.variables)
@@ -320,19 +323,63 @@ class _Part:
                 cores.append(core)
         return None
 
+    def _greedy(self, within: str | None) -> list[tuple[Use, str | None]] | None:
+        """When the search for the fewest cuts meets its limits (many conflicts along one
+        part, as in y + y.T done six times over): cut, one conflict after another, the
+        last use of each minimal conflict, then drop every cut the others do without.
+        Not the fewest cuts in general, but no cut that is not needed."""
+        cuts: frozenset[Use] = frozenset()
+        while True:
+            layouts, failures, system = self._attempt(cuts, dict.fromkeys(cuts, within))
+            if layouts is not None:
+                break
+            failure = next((f for f in failures if not f.gave_up), None)
+            if failure is None or len(cuts) >= MAX_GREEDY_CUTS:
+                return None
+            core = self._core_uses(minimal_conflict(system, failure), cuts)
+            if not core:
+                return None
+            cuts |= {max(core, key=lambda use: use.order)}
+        for use in sorted(cuts, key=lambda u: u.order, reverse=True):
+            if self._solve(cuts - {use}, within) is not None:
+                cuts -= {use}
+        layouts = self._solve(cuts, within)
+        if layouts is None:
+            return None
+        _, bounds = self._tightened(cuts, dict.fromkeys(cuts, within), layouts)
+        return [(use, bounds[use]) for use in sorted(cuts, key=lambda u: u.order)]
+
     def _hitting_sets(self, cores: list[frozenset[Use]], failed: set[frozenset[Use]]
                       ) -> Iterator[frozenset[Use]]:
-        """Sets of uses meeting every core, smallest first, in program order."""
-        candidates = sorted(set().union(*cores), key=lambda u: u.order)
+        """Sets of uses meeting every core, smallest first (iterative deepening), in
+        program order within a size. Each set grows by a use of the first core (fewest
+        uses first) it does not meet yet, so only sets meeting every core are made: one
+        use from each of six disjoint cores of three is 3^6 sets, not the C(18, 6) subsets
+        of their uses."""
+        ordered = [sorted(core, key=lambda u: u.order) for core in cores]
+        ordered.sort(key=len)
         looked = 0
-        for size in range(1, min(MAX_CUTS, len(candidates)) + 1):
-            for combination in itertools.combinations(candidates, size):
-                looked += 1
-                if looked > MAX_COMBINATIONS:
-                    return
-                chosen = frozenset(combination)
-                if chosen not in failed and all(core & chosen for core in cores):
+
+        def grow(chosen: frozenset[Use], size: int, seen: set[frozenset[Use]]
+                 ) -> Iterator[frozenset[Use]]:
+            nonlocal looked
+            looked += 1
+            missed = next((core for core in ordered if not chosen.intersection(core)), None)
+            if missed is None:
+                if len(chosen) == size and chosen not in seen:
+                    seen.add(chosen)
                     yield chosen
+                return
+            if len(chosen) == size or looked > MAX_COMBINATIONS:
+                return
+            for use in missed:
+                yield from grow(chosen | {use}, size, seen)
+
+        for size in range(1, MAX_CUTS + 1):
+            if looked > MAX_COMBINATIONS:
+                return
+            yield from (chosen for chosen in grow(frozenset(), size, set())
+                        if chosen not in failed)
 
     def _cheapest(self, first: frozenset[Use], cores: list[frozenset[Use]],
                   failed: set[frozenset[Use]], within: str | None
