@@ -24,13 +24,15 @@ from smalti.sim.memory import (
     variable_bytes,
 )
 from smalti.sim.param_struct import ParamStruct
+from smalti.sim.peers import PeerOrder, PeerTable
 from smalti.sim.program import Program, load_program, param_size
 from smalti.sim.registers import RegisterFile
 from smalti.sim.scheduler import execute
 from smalti.sim.tensormap import TensorMap
 from smalti.sim.tensormap_encode import TensorMapEncodeTiled
 
-Arg = np.ndarray | int | float | np.generic | TensorMap | TensorMapEncodeTiled | ParamStruct
+Arg = (np.ndarray | int | float | np.generic | TensorMap | TensorMapEncodeTiled | ParamStruct
+       | PeerTable)
 Dim = tuple[int, int, int] | int
 MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one sm_90 block can use
 SHARED_GRANULE = 16  # each block's shared memory is a whole number of these (see _shared_size)
@@ -71,19 +73,38 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
                async_completion: str = "eager", seed: int = 0,
                spurious_waits: bool = False) -> None:
     """Run `kernel` of a PTX module on the CPU; numpy arrays in `args` are device buffers."""
+    launch(module, kernel, grid, block, [args], shared_bytes, cluster=cluster,
+           async_completion=async_completion, seed=seed, spurious_waits=spurious_waits)
+
+
+def launch(module: Module, kernel: str, grid: Dim, block: Dim,
+           args_per_device: Sequence[Sequence[Arg]], shared_bytes: int = 0, *,
+           symmetric: Sequence[np.ndarray] = (), cluster: Dim | None = None,
+           async_completion: str = "eager", seed: int = 0, spurious_waits: bool = False,
+           spins: bool = False) -> None:
+    """Run `kernel` on as many devices as `args_per_device` has argument lists, each with
+    its own arguments; `symmetric[d]` is device d's symmetric buffer (placed first, one
+    after another, so that smalti.sim.peers can find them). `spins`: polling loops sleep
+    and unsatisfiable polls are deadlocks (sim/spin.py). See run_ptx and smalti.sim.devices.
+    """
     program = load_program(module, kernel)
+    devices = len(args_per_device)
     try:
         shape, explicit = cluster_shape(program.kernel.extra_directives, cluster)
-        geometry = Geometry(as_dim3(grid, "grid"), as_dim3(block, "block"), shape, explicit)
+        geometry = Geometry(as_dim3(grid, "grid"), as_dim3(block, "block"), shape, explicit,
+                            devices)
     except ValueError as e:
         raise SimError(str(e), kernel=kernel) from None
     params = program.kernel.params
-    if len(args) != len(params):
-        raise SimError(f"{len(params)} kernel arguments expected, {len(args)} given",
-                       kernel=kernel)
+    for d, args in enumerate(args_per_device):
+        if len(args) != len(params):
+            raise SimError(f"{len(params)} kernel arguments expected, {len(args)} given"
+                           + (f" for device {d}" if devices > 1 else ""), kernel=kernel)
+    if devices > 1 and program.variables:
+        raise SimError("module-scope .global/.const variables are not supported in a launch "
+                       "over several devices yet", kernel=kernel)
     shared_size = _shared_size(program, shared_bytes)
     buffers, names, copies = [], [], []
-    placed: dict[int, int] = {}  # id of a struct's pointer array -> its buffer index
 
     def add_buffer(arg: np.ndarray, name: str) -> None:
         view = arg
@@ -93,31 +114,56 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
         buffers.append(view)
         names.append(name)
 
-    for i, arg in enumerate(args):
-        if isinstance(arg, np.ndarray) and params[i].array is None:
-            add_buffer(arg, f"args[{i}] ({params[i].name})")
-        elif isinstance(arg, ParamStruct):
-            for offset, array in arg.pointers.items():
-                if id(array) not in placed:
-                    placed[id(array)] = len(buffers)
-                    add_buffer(array, f"args[{i}] ({params[i].name}) pointer at +{offset}")
+    for d, array in enumerate(symmetric):
+        add_buffer(array, f"device {d}'s symmetric buffer")
+    tables: list[np.ndarray] = []
+    firsts: list[int] = []  # each device's first argument buffer
+    placements: list[dict[int, int]] = []  # id of a struct's pointer array -> buffer index
+    for d, args in enumerate(args_per_device):
+        prefix = f"device {d}: " if devices > 1 else ""
+        firsts.append(len(buffers))
+        placed: dict[int, int] = {}
+        placements.append(placed)
+        for i, arg in enumerate(args):
+            if isinstance(arg, PeerTable):
+                tables.append(np.zeros(len(symmetric), np.uint64))
+                add_buffer(tables[-1], f"{prefix}args[{i}] ({params[i].name}) peer table")
+            elif isinstance(arg, np.ndarray) and params[i].array is None:
+                add_buffer(arg, f"{prefix}args[{i}] ({params[i].name})")
+            elif isinstance(arg, ParamStruct):
+                for offset, array in arg.pointers.items():
+                    if id(array) not in placed:
+                        placed[id(array)] = len(buffers)
+                        add_buffer(array, f"{prefix}args[{i}] ({params[i].name}) pointer at "
+                                   f"+{offset}")
     variables = [variable_bytes(v) for v in program.variables]
     memory = GlobalMemory(buffers + variables,
                           names + [f".{v.state} variable {v.name}" for v in program.variables])
-    try:
-        param_data = _marshal(program, memory, args,
-                              lambda array: memory.address(placed[id(array)]))
-    except ValueError as e:  # an invalid TensorMapEncodeTiled
-        raise SimError(str(e), kernel=kernel) from None
+    for table in tables:
+        table[:] = [memory.address(p) for p in range(len(symmetric))]
+    rows = []
+    for args, first, placed in zip(args_per_device, firsts, placements, strict=True):
+        try:
+            rows.append(_marshal(program, memory, args,
+                                 lambda array, placed=placed: memory.address(placed[id(array)]),
+                                 first))
+        except ValueError as e:  # an invalid TensorMapEncodeTiled
+            raise SimError(str(e), kernel=kernel) from None
     machine = Machine(
         geometry=geometry,
         registers=RegisterFile(_declared(program), geometry.threads),
         global_memory=memory,
         shared=SharedMemory(geometry.blocks, shared_size, geometry.block_of, geometry.peer,
                             geometry.cluster_size),
-        params=ParamSpace(param_data, {p.name: o for p, o in
-                                       zip(params, program.param_offsets, strict=True)}),
+        params=ParamSpace(rows, {p.name: o for p, o in
+                                 zip(params, program.param_offsets, strict=True)},
+                          geometry.device_of),
     )
+    if symmetric:
+        stride = memory.address(1) - memory.address(0) if len(symmetric) > 1 else 1
+        machine.peers = PeerOrder([memory.address(p) for p in range(len(symmetric))],
+                                  max(stride, buffers[0].nbytes), buffers[0].nbytes,
+                                  geometry.device_of)
     machine.symbols = {v.name: np.array(memory.address(len(buffers) + i), np.uint64)
                        for i, v in enumerate(program.variables)}
     if program.local_bytes:
@@ -133,7 +179,7 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
     engine.clusters = ClusterBarrier(geometry, lambda blocks: engine.shared.sync(blocks, True))
     machine.registers.guards = machine.async_engine.registers
     with np.errstate(all="ignore"):
-        execute(program, machine)
+        execute(program, machine, spins)
         unwaited = machine.async_engine.unwaited_bulk_reads()
         machine.async_engine.drain()
     if unwaited:
@@ -191,16 +237,18 @@ def _shared_size(program: Program, shared_bytes: int) -> int:
 
 
 def _marshal(program: Program, memory: GlobalMemory, args: Sequence[Arg],
-             address_of) -> bytes:
+             address_of, first_buffer: int = 0) -> bytes:
+    """The parameter bytes of one device's arguments, whose buffers (arrays and peer tables,
+    in argument order) start at buffer `first_buffer` of `memory`."""
     data = bytearray(program.param_bytes)
-    buffer_index = 0
+    buffer_index = first_buffer
     for param, offset, arg in zip(program.kernel.params, program.param_offsets, args,
                                   strict=True):
         if isinstance(arg, ParamStruct):
             raw = _struct_bytes(param, arg.encode(address_of), program.kernel.name)
         else:
             raw = _param_bytes(param, arg, program.kernel.name, memory, buffer_index)
-        if isinstance(arg, np.ndarray) and param.array is None:
+        if isinstance(arg, PeerTable) or (isinstance(arg, np.ndarray) and param.array is None):
             buffer_index += 1
         data[offset:offset + len(raw)] = raw
     return bytes(data)
@@ -217,6 +265,9 @@ def _struct_bytes(param: Param, raw: bytes, kernel: str) -> bytes:
 def _param_bytes(param: Param, arg: Arg, kernel: str, memory: GlobalMemory,
                  buffer_index: int) -> bytes:
     size, _ = param_size(param)
+    if isinstance(arg, PeerTable) and param.array is not None:
+        raise SimError(f"a PeerTable is passed to a .u64 pointer parameter, not to "
+                       f"{param.name}", kernel=kernel)
     if isinstance(arg, TensorMapEncodeTiled):
         arg = arg.tensor_map()
     if param.array is not None and isinstance(arg, TensorMap):  # a CUtensorMap parameter
@@ -232,7 +283,7 @@ def _param_bytes(param: Param, arg: Arg, kernel: str, memory: GlobalMemory,
             raise SimError(f"parameter {param.name} takes {size} bytes, got {len(raw)}",
                            kernel=kernel)
         return raw
-    if isinstance(arg, np.ndarray):
+    if isinstance(arg, np.ndarray | PeerTable):
         if param.type not in POINTER_TYPES:
             raise SimError(f"array passed to .{param.type} parameter {param.name}; arrays are "
                            "device buffers for .u64 pointer parameters", kernel=kernel)

@@ -11,6 +11,7 @@ from smalti.sim.errors import Fault
 from smalti.sim.geometry import Geometry
 from smalti.sim.lanes import Lanes
 from smalti.sim.memory import GlobalMemory, LocalMemory, ParamSpace, SharedMemory
+from smalti.sim.peers import PeerOrder
 from smalti.sim.registers import RegisterFile
 
 CYCLES_PER_READ = 32
@@ -44,6 +45,8 @@ class Machine:
     warned: set = field(default_factory=set)
     # Tensor maps read from device memory, by their 128 bytes (tensormap_memory.py).
     device_maps: dict = field(default_factory=dict)
+    # A launch over several devices: the race checker of their symmetric buffers (peers.py).
+    peers: PeerOrder | None = None
 
     def special(self, name: str, lanes: Lanes) -> np.ndarray:
         """Special register `name` (uint32, or uint64 for 64-bit counters) for the active lanes

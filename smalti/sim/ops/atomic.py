@@ -28,6 +28,7 @@ from smalti.sim.ops.memory import (
     _store,
     _sub_lanes,
     normal_space,
+    peer_check,
 )
 from smalti.sim.registry import Compute, Step, semantics
 from smalti.sim.rounding import flush_subnormals
@@ -140,6 +141,7 @@ def _atomic(inst: Instruction, env: DecodeEnv, returns: bool) -> Step:
     update = combine(op, ptx_type)
     elem = BITS[ptx_type] // 8
     view = VIEW[ptx_type]
+    peer = peer_check(inst, space, elem, read=True, write=True, atomic=True)
 
     def run(m: Machine, lanes: Lanes) -> None:
         n = lanes.count
@@ -157,6 +159,8 @@ def _atomic(inst: Instruction, env: DecodeEnv, returns: bool) -> Step:
             raw = np.ascontiguousarray(after).view(UINT_OF_BITS[elem * 8])[:, None]
             _store(m, space, at, raw, elem, sub)
             old[where] = before
+        if m.peers is not None and peer is not None:
+            peer(m, addresses, lanes)
         if write is not None:
             write(m, lanes, old)
 
