@@ -170,21 +170,31 @@ def test_kernels_assemble():
         compile_ptx(text)
 
 
-def run_exchange(n: int, need: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+# The ring token passed by an atomic exchange instead of a release store.
+TOKEN_BY_ATOM = ("st.release.sys.global.u32 [%rd8+36], 1;",
+                 "atom.release.sys.global.exch.b32 %r6, [%rd8+36], 1;")
+
+
+def run_exchange(n: int, need: int | None = None, ptx: str = EXCHANGE
+                 ) -> tuple[np.ndarray, np.ndarray]:
     symmetric = [np.zeros(EXCHANGE_WORDS, np.uint32) for _ in range(n)]
     out = np.full((n, n), 99, np.uint32)
     args = [[PeerTable(), np.uint32(d), np.uint32(n), np.uint32(n if need is None else need),
              out[d]] for d in range(n)]
-    run_ptx_devices(EXCHANGE, "exchange", 1, 32, args, symmetric=symmetric)
+    run_ptx_devices(ptx, "exchange", 1, 32, args, symmetric=symmetric)
     return np.stack(symmetric), out
 
 
+@pytest.mark.parametrize("token", ("st", "atom"))
 @pytest.mark.parametrize("n", DEVICES)
-def test_devices_exchange_ranks_through_peer_buffers(n):
+def test_devices_exchange_ranks_through_peer_buffers(n, token):
     """Each device writes its rank into every peer's buffer and signals it with
-    red.release.sys; a ring token makes devices 1.. spin (ld.acquire.sys) before they write,
-    so the devices must interleave for the launch to finish."""
-    symmetric, out = run_exchange(n)
+    red.release.sys; a ring token (st.release.sys or atom.release.sys.exch) makes devices 1..
+    spin (ld.acquire.sys) before they write, so the devices must interleave to finish."""
+    ptx = EXCHANGE if token == "st" else EXCHANGE.replace(*TOKEN_BY_ATOM)
+    if token == "atom":
+        compile_ptx(ptx)
+    symmetric, out = run_exchange(n, ptx=ptx)
     np.testing.assert_array_equal(out, np.tile(np.arange(n, dtype=np.uint32), (n, 1)))
     np.testing.assert_array_equal(symmetric[:, :n], out)
     np.testing.assert_array_equal(symmetric[:, 8], np.full(n, n))  # n signals each
@@ -297,3 +307,36 @@ def test_symmetric_buffers_must_match():
     with pytest.raises(SimError, match="one size"):
         run_ptx_devices(EXCHANGE, "exchange", 1, 32, [[PeerTable(), 0, 2, 2, np.zeros(2)]] * 2,
                         symmetric=[np.zeros(4, np.uint32), np.zeros(8, np.uint32)])
+
+
+FENCED_SIGNAL = ("red.release.sys.global.add.u32 [%rd6], 1;",
+                 "fence.acq_rel.sys;\n    red.relaxed.sys.global.add.u32 [%rd6], 1;")
+VOLATILE_WAIT = """$spin:
+    ld.volatile.global.u32 %r6, [%rd9];
+    setp.lt.u32 %p2, %r6, %r1;
+    @%p2 bra $spin;
+    FENCE"""
+
+
+@pytest.mark.parametrize(("fence", "race"), [("fence.acq_rel.sys;", False),
+                                             ("fence.sc.sys;", False),
+                                             ("membar.sys;", False),
+                                             ("fence.acq_rel.gpu;", True),
+                                             ("", True)])
+def test_fences_make_release_and_acquire_patterns(fence, race):
+    """fence.acq_rel.sys then a relaxed .sys red signals (the release pattern); a volatile
+    poll then a system-scope fence waits (the acquire pattern). Without the reader's fence,
+    or with a .gpu one, the reads race with the peers' stores."""
+    n = 4
+    ptx = all_gather(VOLATILE_WAIT.replace("FENCE", fence)).replace(*FENCED_SIGNAL)
+    compile_ptx(ptx)
+    src = np.arange(n * CHUNK, dtype=np.uint32).reshape(n, CHUNK) * 3
+    symmetric = [np.zeros(4 + n * CHUNK, np.uint32) for _ in range(n)]
+    out = np.zeros((n, n * CHUNK), np.uint32)
+    args = [[PeerTable(), np.uint32(d), np.uint32(n), src[d], out[d]] for d in range(n)]
+    if race:
+        with pytest.raises(SimError, match="race between devices"):
+            run_ptx_devices(ptx, "all_gather", 1, CHUNK, args, symmetric=symmetric)
+        return
+    run_ptx_devices(ptx, "all_gather", 1, CHUNK, args, symmetric=symmetric)
+    np.testing.assert_array_equal(out, np.tile(src.reshape(-1), (n, 1)))

@@ -18,8 +18,11 @@ happen before (its clock is above clock[d][e]): a race, reported with both devic
 Simplifications, on purpose for this first step: a device is one agent (its threads' order
 among themselves, `bar.sync` and the like, is taken as given); one read per byte is kept, so
 a race against an earlier reader of a byte read again since can be missed (never invented);
-fences (`fence.sc.sys`, `fence.acq_rel.sys`) do not yet make a relaxed access a release or
-acquire; bulk copies (TMA, cp.async.bulk) to peers are not checked.
+bulk copies (TMA, cp.async.bulk) to and from peers are not checked.
+
+System-scope fences (`fence.sc.sys`, `fence.acq_rel.sys`, `membar.sys`) make the release and
+acquire patterns of the memory model: a fence then a strong write releases what the device
+had at the fence; a strong read then a fence acquires what that read's address carried.
 """
 
 from __future__ import annotations
@@ -86,6 +89,12 @@ class PeerOrder:
         self.device_of = device_of
         self.clock = np.eye(n, dtype=np.int64)  # clock[d][d] starts at 1: nothing before it
         self.released: dict[int, np.ndarray] = {}  # address -> clock a release left there
+        # Per device: the clock at its last system-scope fence (what its later strong writes
+        # release), and the clocks released where its strong reads since looked (what its
+        # next fence acquires).
+        self.fenced = np.zeros((n, n), np.int64)
+        self.has_fenced = np.zeros(n, np.bool_)
+        self.observed = np.zeros((n, n), np.int64)
         total = n * size
         self.w_dev = np.full(total, -1, np.int64)
         self.w_clock = np.zeros(total, np.int64)
@@ -172,20 +181,36 @@ class PeerOrder:
 
     def _synchronise(self, d: int, addresses: np.ndarray, read: bool, write: bool,
                      sync: Sync) -> None:
-        """An acquire joins the clocks left at `addresses`; a release leaves device d's."""
-        if sync.acquire and read:
+        """An acquire joins the clocks left at `addresses`; a release leaves device d's. A
+        strong read without acquire keeps them for d's next fence (the acquire pattern); a
+        strong write after a fence releases the clock of the fence (the release pattern)."""
+        if sync.strong and read:
             for address in addresses:
                 left = self.released.get(int(address))
                 if left is not None:
-                    np.maximum(self.clock[d], left, out=self.clock[d])
-        if sync.release and write:
-            for address in addresses:
-                before = self.released.get(int(address))
-                if read and before is not None:  # an atomic continues the release sequence
-                    self.released[int(address)] = np.maximum(before, self.clock[d])
-                else:
-                    self.released[int(address)] = self.clock[d].copy()
+                    target = self.clock[d] if sync.acquire else self.observed[d]
+                    np.maximum(target, left, out=target)
+        if not write:
+            return
+        releases = self.clock[d] if sync.release else (
+            self.fenced[d] if sync.strong and self.has_fenced[d] else None)
+        for address in addresses:
+            before = self.released.get(int(address))
+            if releases is None:
+                if not read:  # a store that releases nothing ends earlier releases' reach
+                    self.released.pop(int(address), None)
+            elif read and before is not None:  # an atomic continues the release sequence
+                self.released[int(address)] = np.maximum(before, releases)
+            else:
+                self.released[int(address)] = releases.copy()
+        if sync.release:
             self.clock[d][d] += 1
-        elif write and not read:  # a store that releases nothing ends the release's reach
-            for address in addresses:
-                self.released.pop(int(address), None)
+
+    def fence(self, lanes: Lanes) -> None:
+        """A system-scope fence (`fence.sc.sys`, `fence.acq_rel.sys`, `membar.sys`) by the
+        lanes' devices: strong reads before it now acquire, strong writes after it release."""
+        for d in np.unique(self.device_of[thread_ids(lanes)]):
+            np.maximum(self.clock[d], self.observed[d], out=self.clock[d])
+            self.fenced[d] = self.clock[d]
+            self.has_fenced[d] = True
+            self.clock[d][d] += 1
