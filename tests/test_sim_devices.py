@@ -340,3 +340,84 @@ def test_fences_make_release_and_acquire_patterns(fence, race):
         return
     run_ptx_devices(ptx, "all_gather", 1, CHUNK, args, symmetric=symmetric)
     np.testing.assert_array_equal(out, np.tile(src.reshape(-1), (n, 1)))
+
+
+# Block b > 0 of a device waits (thread 0 polls, the others at bar.sync) for block b - 1's
+# flag in the device's own buffer, then writes its %ctaid.x and %cluster_ctarank.
+BLOCK_CHAIN = """
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry chain(.param .u64 flags, .param .u64 out, .param .u32 last)
+.maxntid 32, 1, 1
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    .reg .pred %p<4>;
+    ld.param.u64 %rd0, [flags];
+    cvta.to.global.u64 %rd0, %rd0;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.param.u32 %r7, [last];
+    mov.u32 %r0, %ctaid.x;
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p0, %r1, 0;
+    @%p0 bra $joined;
+    setp.eq.u32 %p1, %r0, 0;
+    @%p1 bra $joined;
+    mul.wide.u32 %rd2, %r0, 4;
+    add.s64 %rd3, %rd0, %rd2;
+$poll:
+    ld.volatile.global.u32 %r2, [%rd3+-4];
+    setp.eq.u32 %p2, %r2, 0;
+    @%p2 bra $poll;
+$joined:
+    bar.sync 0;
+    @%p0 bra $done;
+    setp.ge.u32 %p3, %r0, %r7;
+    mul.wide.u32 %rd4, %r0, 8;
+    add.s64 %rd5, %rd1, %rd4;
+    mov.u32 %r3, %cluster_ctarank;
+    st.global.v2.u32 [%rd5], {%r0, %r3};
+    @%p3 bra $done;
+    mul.wide.u32 %rd2, %r0, 4;
+    add.s64 %rd6, %rd0, %rd2;
+    st.volatile.global.u32 [%rd6], 1;
+$done:
+    ret;
+}
+"""
+
+
+def test_blocks_of_a_device_wait_for_each_other_in_clusters():
+    """Blocks poll earlier blocks' flags (a chain against min-PC order): every device's
+    blocks finish, and each sees its own %ctaid and cluster rank."""
+    compile_ptx(BLOCK_CHAIN)
+    n, blocks = 3, 4
+    flags = np.zeros((n, blocks), np.uint32)
+    out = np.zeros((n, blocks, 2), np.uint32)
+    run_ptx_devices(BLOCK_CHAIN, "chain", blocks, 32,
+                    [[flags[d], out[d], np.uint32(blocks - 1)] for d in range(n)],
+                    cluster=(2, 1, 1))
+    expected = np.stack([np.arange(blocks), np.arange(blocks) % 2], axis=1)
+    np.testing.assert_array_equal(out, np.broadcast_to(expected, out.shape))
+    np.testing.assert_array_equal(flags[:, :blocks - 1], 1)
+
+
+def test_a_broken_chain_is_a_deadlock_naming_the_waiting_blocks():
+    """Block 1 never sets its flag (last=1): blocks 2 and 3 of every device poll forever,
+    their other threads wait at bar.sync."""
+    n, blocks = 2, 4
+    flags = np.zeros((n, blocks), np.uint32)
+    out = np.zeros((n, blocks, 2), np.uint32)
+    with pytest.raises(SimError, match="spin deadlock") as info:
+        run_ptx_devices(BLOCK_CHAIN, "chain", blocks, 32,
+                        [[flags[d], out[d], np.uint32(1)] for d in range(n)])
+    message = str(info.value)
+    poll = line_of(BLOCK_CHAIN, "ld.volatile")
+    for d in range(n):
+        for b in (2, 3):
+            assert f"device {d} block ({b}, 0, 0) (1 thread(s)) polls line {poll}" in message
+    assert "124 more thread(s) wait at bar.sync" in message
+    assert info.value.line == poll

@@ -221,7 +221,8 @@ def execute(program: Program, machine: Machine, spins: bool = False) -> None:
                 continue
             if pc == NOWHERE and threads.retry_held():
                 continue
-            if pc == NOWHERE and watch is not None and watch.wake(threads.parked):
+            if pc == NOWHERE and watch is not None and watch.wake(threads.parked,
+                                                                  threads.engine):
                 continue
             if pc == NOWHERE:
                 if watch is not None and watch.sleeping.any():

@@ -12,8 +12,10 @@ polling loop promises no progress of its own).
 
 When nothing else can run the sleepers are woken to poll again. Deadlock (`deadlock_error`)
 is a round in which every sleeper was woken and went back to sleep at its first backward
-branch, at the loop it slept in, with unchanged registers, while no other thread could run:
-nothing left can ever change what they read. The rule is sound because a pure loop body with
+branch, at the loop it slept in, with unchanged registers, and no other thread ran (none
+could: the scheduler wakes sleepers only when nothing else is runnable, and no thread woken
+in the round left its loop, exited or fell asleep anew): nothing left can ever change what
+they read. The rule is sound because a pure loop body with
 unchanged registers and unchanged memory repeats itself forever.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from smalti.ptx.module import LabelDef
+from smalti.sim.async_engine import AsyncEngine
 from smalti.sim.errors import SimError
 from smalti.sim.machine import Machine
 from smalti.sim.program import Program
@@ -58,6 +61,7 @@ class SpinWatch:
         self.resume = np.zeros(n, np.int64)  # the loop head it resumes at
         self.fresh = np.zeros(n, np.bool_)  # woken, and no backward branch taken since
         self.quiet = np.zeros(n, np.bool_)  # woken, then slept again at its first chance
+        self.woken = np.zeros(n, np.bool_)  # the sleepers the last wake woke
 
     def _pure_body(self, target: int, pc: int) -> bool:
         return all(self.pure[target:pc + 1])
@@ -94,13 +98,19 @@ class SpinWatch:
             self.resume[spinning] = target
         return spinning
 
-    def wake(self, parked: np.ndarray) -> bool:
+    def wake(self, parked: np.ndarray, engine: AsyncEngine | None = None) -> bool:
         """Nothing else can run: park the sleepers at their loop heads to poll again, unless
-        every one of them already did so since the last wake and saw nothing new (False)."""
+        every one of them already did so since the last wake and saw nothing new, and no
+        queued asynchronous work (a bulk copy that may write what they poll) is left to
+        complete (False)."""
         sleepers = self.sleeping
-        if not sleepers.any() or self.quiet[sleepers].all():
+        if not sleepers.any():
             return False
+        if np.array_equal(sleepers, self.woken) and self.quiet[sleepers].all() and not (
+                engine is not None and engine.advance()):
+            return False  # the last wake changed nothing: every woken thread spun in place
         parked[sleepers] = self.resume[sleepers]
+        self.woken = sleepers.copy()
         self.fresh = sleepers.copy()
         self.quiet = np.zeros_like(sleepers)
         self.sleeping = np.zeros_like(sleepers)
