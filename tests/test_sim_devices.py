@@ -421,3 +421,35 @@ def test_a_broken_chain_is_a_deadlock_naming_the_waiting_blocks():
             assert f"device {d} block ({b}, 0, 0) (1 thread(s)) polls line {poll}" in message
     assert "124 more thread(s) wait at bar.sync" in message
     assert info.value.line == poll
+
+
+def test_a_devices_symmetric_buffer_as_an_argument_is_the_same_memory():
+    """Passing symmetric[d] to device d as an array argument passes its symmetric address:
+    the peer table's entry for the device equals the argument, and stores through it land
+    in the buffer."""
+    ptx = """
+.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 peers, .param .u64 mine, .param .u32 rank)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<6>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd0, [peers];
+    ld.param.u64 %rd1, [mine];
+    ld.param.u32 %r0, [rank];
+    mul.wide.u32 %rd2, %r0, 8;
+    add.s64 %rd3, %rd0, %rd2;
+    ld.global.u64 %rd4, [%rd3];
+    setp.eq.u64 %p0, %rd4, %rd1;
+    selp.u32 %r1, 7, 5, %p0;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+    compile_ptx(ptx)
+    symmetric = [np.zeros(4, np.uint32) for _ in range(2)]
+    run_ptx_devices(ptx, "k", 1, 1, [[PeerTable(), symmetric[d], np.uint32(d)]
+                                     for d in range(2)], symmetric=symmetric)
+    np.testing.assert_array_equal(np.stack(symmetric)[:, 0], [7, 7])

@@ -11,7 +11,8 @@ The ABI, as the lowering will produce it:
   The device's index is not a special register: pass it as an argument (a `.u32`).
 - `symmetric[d]` is device d's symmetric buffer; all have the same size (a collective
   kernel's scratch sits at the same offset on every device). The buffers are updated in
-  place, like every array argument.
+  place, like every array argument; `symmetric[d]` itself passed in device d's arguments
+  is a pointer to that buffer.
 - A `PeerTable()` argument, for a `.u64` pointer parameter, is a table of N `.u64` entries in
   the device's global memory: entry p is the address of device p's symmetric buffer. A
   kernel reaches a peer's buffer as `ld.global.u64 %rd, [table + 8*p]` and then loads from

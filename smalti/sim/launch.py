@@ -117,19 +117,25 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
     for d, array in enumerate(symmetric):
         add_buffer(array, f"device {d}'s symmetric buffer")
     tables: list[np.ndarray] = []
-    firsts: list[int] = []  # each device's first argument buffer
+    pointers: list[dict[int, int]] = []  # per device: argument position -> its buffer
     placements: list[dict[int, int]] = []  # id of a struct's pointer array -> buffer index
     for d, args in enumerate(args_per_device):
         prefix = f"device {d}: " if devices > 1 else ""
-        firsts.append(len(buffers))
+        buffer_of: dict[int, int] = {}
+        pointers.append(buffer_of)
         placed: dict[int, int] = {}
         placements.append(placed)
         for i, arg in enumerate(args):
             if isinstance(arg, PeerTable):
                 tables.append(np.zeros(len(symmetric), np.uint64))
+                buffer_of[i] = len(buffers)
                 add_buffer(tables[-1], f"{prefix}args[{i}] ({params[i].name}) peer table")
             elif isinstance(arg, np.ndarray) and params[i].array is None:
-                add_buffer(arg, f"{prefix}args[{i}] ({params[i].name})")
+                # the device's own symmetric buffer passed as an argument: the same memory
+                own = d < len(symmetric) and arg is symmetric[d]
+                buffer_of[i] = d if own else len(buffers)
+                if not own:
+                    add_buffer(arg, f"{prefix}args[{i}] ({params[i].name})")
             elif isinstance(arg, ParamStruct):
                 for offset, array in arg.pointers.items():
                     if id(array) not in placed:
@@ -142,11 +148,11 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
     for table in tables:
         table[:] = [memory.address(p) for p in range(len(symmetric))]
     rows = []
-    for args, first, placed in zip(args_per_device, firsts, placements, strict=True):
+    for args, buffer_of, placed in zip(args_per_device, pointers, placements, strict=True):
         try:
             rows.append(_marshal(program, memory, args,
                                  lambda array, placed=placed: memory.address(placed[id(array)]),
-                                 first))
+                                 buffer_of))
         except ValueError as e:  # an invalid TensorMapEncodeTiled
             raise SimError(str(e), kernel=kernel) from None
     machine = Machine(
@@ -237,19 +243,16 @@ def _shared_size(program: Program, shared_bytes: int) -> int:
 
 
 def _marshal(program: Program, memory: GlobalMemory, args: Sequence[Arg],
-             address_of, first_buffer: int = 0) -> bytes:
-    """The parameter bytes of one device's arguments, whose buffers (arrays and peer tables,
-    in argument order) start at buffer `first_buffer` of `memory`."""
+             address_of, buffer_of: dict[int, int]) -> bytes:
+    """The parameter bytes of one device's arguments; `buffer_of` maps the position of each
+    argument passed as a pointer (an array, a peer table) to its buffer in `memory`."""
     data = bytearray(program.param_bytes)
-    buffer_index = first_buffer
-    for param, offset, arg in zip(program.kernel.params, program.param_offsets, args,
-                                  strict=True):
+    for i, (param, offset, arg) in enumerate(zip(program.kernel.params, program.param_offsets,
+                                                 args, strict=True)):
         if isinstance(arg, ParamStruct):
             raw = _struct_bytes(param, arg.encode(address_of), program.kernel.name)
         else:
-            raw = _param_bytes(param, arg, program.kernel.name, memory, buffer_index)
-        if isinstance(arg, PeerTable) or (isinstance(arg, np.ndarray) and param.array is None):
-            buffer_index += 1
+            raw = _param_bytes(param, arg, program.kernel.name, memory, buffer_of.get(i, -1))
         data[offset:offset + len(raw)] = raw
     return bytes(data)
 
