@@ -167,9 +167,12 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
     )
     if symmetric:
         stride = memory.address(1) - memory.address(0) if len(symmetric) > 1 else 1
-        machine.peers = PeerOrder([memory.address(p) for p in range(len(symmetric))],
-                                  max(stride, buffers[0].nbytes), buffers[0].nbytes,
-                                  geometry.device_of)
+        try:
+            machine.peers = PeerOrder([memory.address(p) for p in range(len(symmetric))],
+                                      max(stride, buffers[0].nbytes), buffers[0].nbytes,
+                                      geometry.device_of)
+        except ValueError as e:
+            raise SimError(str(e), kernel=kernel) from None
     machine.symbols = {v.name: np.array(memory.address(len(buffers) + i), np.uint64)
                        for i, v in enumerate(program.variables)}
     if program.local_bytes:

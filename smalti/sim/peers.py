@@ -35,6 +35,8 @@ from smalti.ptx.module import Instruction
 from smalti.sim.errors import Fault
 from smalti.sim.lanes import Lanes, thread_ids
 
+MAX_DEVICES = 127
+
 
 class PeerTable:
     """A kernel argument for a `.u64` pointer parameter: the launcher places, in each device's
@@ -85,6 +87,8 @@ class PeerOrder:
 
     def __init__(self, bases: list[int], stride: int, size: int, device_of: np.ndarray) -> None:
         n = len(bases)
+        if n > MAX_DEVICES:
+            raise ValueError(f"{n} devices: races are checked for up to {MAX_DEVICES}")
         self.devices, self.base, self.stride, self.size = n, bases[0], stride, size
         self.device_of = device_of
         self.clock = np.eye(n, dtype=np.int64)  # clock[d][d] starts at 1: nothing before it
@@ -95,15 +99,17 @@ class PeerOrder:
         self.fenced = np.zeros((n, n), np.int64)
         self.has_fenced = np.zeros(n, np.bool_)
         self.observed = np.zeros((n, n), np.int64)
+        # 20 bytes of record per byte of symmetric memory: compact types (a device index fits
+        # int8 below MAX_DEVICES; clocks count a device's releases and fences).
         total = n * size
-        self.w_dev = np.full(total, -1, np.int64)
-        self.w_clock = np.zeros(total, np.int64)
+        self.w_dev = np.full(total, -1, np.int8)
+        self.w_clock = np.zeros(total, np.int32)
         self.w_strong = np.zeros(total, np.bool_)
-        self.w_site = np.zeros(total, np.int64)
-        self.r_dev = np.full(total, -1, np.int64)
-        self.r_clock = np.zeros(total, np.int64)
+        self.w_site = np.zeros(total, np.int32)
+        self.r_dev = np.full(total, -1, np.int8)
+        self.r_clock = np.zeros(total, np.int32)
         self.r_strong = np.zeros(total, np.bool_)
-        self.r_site = np.zeros(total, np.int64)
+        self.r_site = np.zeros(total, np.int32)
         self.sites: list[Site] = []
         self._site_ids: dict[Site, int] = {}
 
@@ -150,7 +156,7 @@ class PeerOrder:
                   what: str, write: bool) -> None:
         """Raise if an earlier `what` of these bytes by another device is unordered with
         this access (a write when `write`) and not both are strong."""
-        other = dev[rows]
+        other = dev[rows].astype(np.int64)
         seen = self.clock[d][np.maximum(other, 0)]
         race = (other >= 0) & (other != d) & (clock[rows] > seen)
         if sync.strong:
