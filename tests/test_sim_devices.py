@@ -185,14 +185,29 @@ def run_exchange(n: int, need: int | None = None, ptx: str = EXCHANGE
     return np.stack(symmetric), out
 
 
-@pytest.mark.parametrize("token", ("st", "atom"))
+# The token polled by an atomic (a read-modify-write that changes nothing) ...
+POLL_BY_ATOM = ("ld.acquire.sys.global.u32 %r3, [%rd2+36];",
+                "atom.acquire.sys.global.or.b32 %r3, [%rd2+36], 0;")
+# ... or by a load in a loop that counts its polls.
+POLL_COUNTED = ("ld.acquire.sys.global.u32 %r3, [%rd2+36];",
+                "ld.acquire.sys.global.u32 %r3, [%rd2+36];\n    add.u32 %r6, %r6, 1;")
+TOKENS = {"st": [], "atom": [TOKEN_BY_ATOM], "atom poll": [POLL_BY_ATOM],
+          "counted poll": [POLL_COUNTED, ("mov.u32 %r2, %tid.x;",
+                                          "mov.u32 %r2, %tid.x;\n    mov.u32 %r6, 0;")]}
+
+
+@pytest.mark.parametrize("token", TOKENS)
 @pytest.mark.parametrize("n", DEVICES)
 def test_devices_exchange_ranks_through_peer_buffers(n, token):
     """Each device writes its rank into every peer's buffer and signals it with
     red.release.sys; a ring token (st.release.sys or atom.release.sys.exch) makes devices 1..
-    spin (ld.acquire.sys) before they write, so the devices must interleave to finish."""
-    ptx = EXCHANGE if token == "st" else EXCHANGE.replace(*TOKEN_BY_ATOM)
-    if token == "atom":
+    poll (ld.acquire.sys, or an atomic, or a counting loop) before they write, so the
+    devices must interleave to finish."""
+    ptx = EXCHANGE
+    for old, new in TOKENS[token]:
+        assert old in ptx
+        ptx = ptx.replace(old, new)
+    if token != "st":
         compile_ptx(ptx)
     symmetric, out = run_exchange(n, ptx=ptx)
     np.testing.assert_array_equal(out, np.tile(np.arange(n, dtype=np.uint32), (n, 1)))

@@ -15,8 +15,10 @@ is a round in which every sleeper was woken and went back to sleep at its first 
 branch, at the loop it slept in, with unchanged registers, and no other thread ran (none
 could: the scheduler wakes sleepers only when nothing else is runnable, and no thread woken
 in the round left its loop, exited or fell asleep anew): nothing left can ever change what
-they read. The rule is sound because a pure loop body with
-unchanged registers and unchanged memory repeats itself forever.
+they read. The rule is sound because a pure loop body with unchanged registers and unchanged
+memory repeats itself forever. Loops not proven to spin also sleep, every YIELD_AFTER
+iterations, so that a poll by atomics or with a counter lets the others run; while such a
+loop runs no deadlock is declared.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ PURE = frozenset({
 })
 
 
+YIELD_AFTER = 16  # iterations of a loop that may write before its lanes let others run
+
+
 def _instructions(program: Program) -> list:
     """The kernel's instructions, one per step (labels dropped, as the decoder does)."""
     return [s for s in program.kernel.body if not isinstance(s, LabelDef)]
@@ -62,40 +67,56 @@ class SpinWatch:
         self.fresh = np.zeros(n, np.bool_)  # woken, and no backward branch taken since
         self.quiet = np.zeros(n, np.bool_)  # woken, then slept again at its first chance
         self.woken = np.zeros(n, np.bool_)  # the sleepers the last wake woke
+        self.streak = np.zeros(n, np.int64)  # iterations of loops that may write, in a row
 
     def _pure_body(self, target: int, pc: int) -> bool:
         return all(self.pure[target:pc + 1])
 
     def check(self, pc: int, target: int, jumped: np.ndarray) -> np.ndarray:
         """Lanes of `jumped` (a mask) taking the backward branch at `pc` to `target` that
-        spin; they are put to sleep here (the caller drops them from the running group)."""
-        spinning = np.zeros_like(jumped)
-        if self._pure_body(target, pc):
-            registers = self.machine.registers
-            current = registers.current()
-            ids = np.flatnonzero(jumped)
-            seen = self.snapshots.get(pc)
-            if seen is None:
-                seen = (np.zeros_like(jumped), {})
-                self.snapshots[pc] = seen
-            taken, values = seen
-            same = taken[ids].copy()
-            for name, now in current.items():
-                before = values.get(name)
-                if before is None:
-                    before = values[name] = np.zeros_like(now)
-                    same[:] = False
-                same &= before[ids] == now[ids]
-                before[ids] = now[ids]
-            taken[ids] = True
-            spinning[ids[same]] = True
+        sleep: those that spin, and those that looped YIELD_AFTER times in a row without
+        being proven to spin (a loop that may write, such as an atomic poll, or one that
+        counts its iterations), so that others run, as hardware's fairness gives; the
+        latter are never quiet, so no deadlock is declared while they loop. The caller
+        drops the sleepers from the running group."""
+        spinning = self._spinning(pc, target, jumped)
+        looping = jumped & ~spinning
+        self.streak[looping] += 1
+        tired = looping & (self.streak >= YIELD_AFTER)
         fresh = jumped & self.fresh
         self.quiet[fresh] = spinning[fresh] & (self.loop_pc[fresh] == pc)
         self.fresh[fresh] = False
-        if spinning.any():
-            self.sleeping |= spinning
-            self.loop_pc[spinning] = pc
-            self.resume[spinning] = target
+        asleep = spinning | tired
+        if asleep.any():
+            self.streak[asleep] = 0
+            self.sleeping |= asleep
+            self.loop_pc[asleep] = pc
+            self.resume[asleep] = target
+        return asleep
+
+    def _spinning(self, pc: int, target: int, jumped: np.ndarray) -> np.ndarray:
+        """Which lanes of `jumped` spin: the loop body is PURE and their registers are the
+        ones they had when they last took this branch (updated for the next check)."""
+        spinning = np.zeros_like(jumped)
+        if not self._pure_body(target, pc):
+            return spinning
+        current = self.machine.registers.current()
+        ids = np.flatnonzero(jumped)
+        seen = self.snapshots.get(pc)
+        if seen is None:
+            seen = (np.zeros_like(jumped), {})
+            self.snapshots[pc] = seen
+        taken, values = seen
+        same = taken[ids].copy()
+        for name, now in current.items():
+            before = values.get(name)
+            if before is None:
+                before = values[name] = np.zeros_like(now)
+                same[:] = False
+            same &= before[ids] == now[ids]
+            before[ids] = now[ids]
+        taken[ids] = True
+        spinning[ids[same]] = True
         return spinning
 
     def wake(self, parked: np.ndarray, engine: AsyncEngine | None = None) -> bool:
