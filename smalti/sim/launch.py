@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -104,54 +105,19 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
         raise SimError("module-scope .global/.const variables are not supported in a launch "
                        "over several devices yet", kernel=kernel)
     shared_size = _shared_size(program, shared_bytes)
-    buffers, names, copies = [], [], []
-
-    def add_buffer(arg: np.ndarray, name: str) -> None:
-        view = arg
-        if not (arg.flags.c_contiguous and arg.flags.writeable):
-            view = np.ascontiguousarray(arg).copy()
-            copies.append((arg, view))
-        buffers.append(view)
-        names.append(name)
-
-    for d, array in enumerate(symmetric):
-        add_buffer(array, f"device {d}'s symmetric buffer")
-    tables: list[np.ndarray] = []
-    pointers: list[dict[int, int]] = []  # per device: argument position -> its buffer
-    placements: list[dict[int, int]] = []  # id of a struct's pointer array -> buffer index
-    for d, args in enumerate(args_per_device):
-        prefix = f"device {d}: " if devices > 1 else ""
-        buffer_of: dict[int, int] = {}
-        pointers.append(buffer_of)
-        placed: dict[int, int] = {}
-        placements.append(placed)
-        for i, arg in enumerate(args):
-            if isinstance(arg, PeerTable):
-                tables.append(np.zeros(len(symmetric), np.uint64))
-                buffer_of[i] = len(buffers)
-                add_buffer(tables[-1], f"{prefix}args[{i}] ({params[i].name}) peer table")
-            elif isinstance(arg, np.ndarray) and params[i].array is None:
-                # the device's own symmetric buffer passed as an argument: the same memory
-                own = d < len(symmetric) and arg is symmetric[d]
-                buffer_of[i] = d if own else len(buffers)
-                if not own:
-                    add_buffer(arg, f"{prefix}args[{i}] ({params[i].name})")
-            elif isinstance(arg, ParamStruct):
-                for offset, array in arg.pointers.items():
-                    if id(array) not in placed:
-                        placed[id(array)] = len(buffers)
-                        add_buffer(array, f"{prefix}args[{i}] ({params[i].name}) pointer at "
-                                   f"+{offset}")
+    placed = _place(program, args_per_device, symmetric)
+    buffers, names = placed.buffers, placed.names
     variables = [variable_bytes(v) for v in program.variables]
     memory = GlobalMemory(buffers + variables,
                           names + [f".{v.state} variable {v.name}" for v in program.variables])
-    for table in tables:
+    for table in placed.tables:
         table[:] = [memory.address(p) for p in range(len(symmetric))]
     rows = []
-    for args, buffer_of, placed in zip(args_per_device, pointers, placements, strict=True):
+    for args, buffer_of, structs in zip(args_per_device, placed.pointers, placed.structs,
+                                        strict=True):
         try:
             rows.append(_marshal(program, memory, args,
-                                 lambda array, placed=placed: memory.address(placed[id(array)]),
+                                 lambda array, at=structs: memory.address(at[id(array)]),
                                  buffer_of))
         except ValueError as e:  # an invalid TensorMapEncodeTiled
             raise SimError(str(e), kernel=kernel) from None
@@ -196,9 +162,64 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
         raise SimError(f"the kernel exited while {op.what} still read shared memory: no "
                        "cp.async.bulk.wait_group.read covered it before the thread exited",
                        kernel=kernel, thread=geometry.describe(int(thread)))
-    for original, copy in copies:
+    for original, copy in placed.copies:
         if original.flags.writeable:
             original[...] = copy
+
+
+@dataclass
+class _Placement:
+    """The launch's device buffers in order (`names` for messages), the host arrays copied to
+    make them (written back at the end), the peer tables to fill, and per device where each
+    pointer argument (`pointers`: position -> buffer) and struct pointer (`structs`: id of
+    the array -> buffer) went."""
+
+    buffers: list[np.ndarray] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    copies: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    tables: list[np.ndarray] = field(default_factory=list)
+    pointers: list[dict[int, int]] = field(default_factory=list)
+    structs: list[dict[int, int]] = field(default_factory=list)
+
+    def add(self, array: np.ndarray, name: str) -> int:
+        """Place `array` (a contiguous writable copy when it is not one); its index."""
+        view = array
+        if not (array.flags.c_contiguous and array.flags.writeable):
+            view = np.ascontiguousarray(array).copy()
+            self.copies.append((array, view))
+        self.buffers.append(view)
+        self.names.append(name)
+        return len(self.buffers) - 1
+
+
+def _place(program: Program, args_per_device: Sequence[Sequence[Arg]],
+           symmetric: Sequence[np.ndarray]) -> _Placement:
+    """Lay out the symmetric buffers (first, buffer d is device d's), then each device's
+    array arguments, peer tables and struct pointers."""
+    placed = _Placement()
+    params = program.kernel.params
+    for d, array in enumerate(symmetric):
+        placed.add(array, f"device {d}'s symmetric buffer")
+    for d, args in enumerate(args_per_device):
+        prefix = f"device {d}: " if len(args_per_device) > 1 else ""
+        buffer_of: dict[int, int] = {}
+        structs: dict[int, int] = {}
+        placed.pointers.append(buffer_of)
+        placed.structs.append(structs)
+        for i, arg in enumerate(args):
+            what = f"{prefix}args[{i}] ({params[i].name})"
+            if isinstance(arg, PeerTable):
+                placed.tables.append(np.zeros(len(symmetric), np.uint64))
+                buffer_of[i] = placed.add(placed.tables[-1], f"{what} peer table")
+            elif isinstance(arg, np.ndarray) and params[i].array is None:
+                # the device's own symmetric buffer passed as an argument: the same memory
+                own = d < len(symmetric) and arg is symmetric[d]
+                buffer_of[i] = d if own else placed.add(arg, what)
+            elif isinstance(arg, ParamStruct):
+                for offset, array in arg.pointers.items():
+                    if id(array) not in structs:
+                        structs[id(array)] = placed.add(array, f"{what} pointer at +{offset}")
+    return placed
 
 
 def cluster_shape(directives: Sequence[str], cluster: Dim | None) -> tuple[
