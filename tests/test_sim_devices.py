@@ -468,3 +468,35 @@ def test_a_devices_symmetric_buffer_as_an_argument_is_the_same_memory():
     run_ptx_devices(ptx, "k", 1, 1, [[PeerTable(), symmetric[d], np.uint32(d)]
                                      for d in range(2)], symmetric=symmetric)
     np.testing.assert_array_equal(np.stack(symmetric)[:, 0], [7, 7])
+
+
+def test_module_variables_are_per_device():
+    """A module-scope .global variable has one copy per device: each device's threads count
+    into their own."""
+    ptx = """
+.version 8.0
+.target sm_90a
+.address_size 64
+.global .align 4 .u32 counter;
+.global .align 4 .u32 base = 100;
+.visible .entry k(.param .u64 out, .param .u32 add)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u32 %r0, [add];
+    mov.u64 %rd0, counter;
+    atom.global.add.u32 %r1, [%rd0], %r0;
+    bar.sync 0;
+    ld.global.u32 %r2, [counter];
+    ld.global.u32 %r3, [base];
+    add.u32 %r2, %r2, %r3;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    st.global.u32 [%rd1], %r2;
+    ret;
+}
+"""
+    compile_ptx(ptx)
+    out = np.zeros((4, 1), np.uint32)
+    run_ptx_devices(ptx, "k", 1, 64, [[out[d], np.uint32(d + 1)] for d in range(4)])
+    np.testing.assert_array_equal(out[:, 0], 100 + 64 * np.arange(1, 5))

@@ -101,15 +101,14 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
         if len(args) != len(params):
             raise SimError(f"{len(params)} kernel arguments expected, {len(args)} given"
                            + (f" for device {d}" if devices > 1 else ""), kernel=kernel)
-    if devices > 1 and program.variables:
-        raise SimError("module-scope .global/.const variables are not supported in a launch "
-                       "over several devices yet", kernel=kernel)
     shared_size = _shared_size(program, shared_bytes)
     placed = _place(program, args_per_device, symmetric)
     buffers, names = placed.buffers, placed.names
-    variables = [variable_bytes(v) for v in program.variables]
-    memory = GlobalMemory(buffers + variables,
-                          names + [f".{v.state} variable {v.name}" for v in program.variables])
+    # Module-scope variables: one copy per device, after every other buffer.
+    variables = [variable_bytes(v) for _ in range(devices) for v in program.variables]
+    memory = GlobalMemory(buffers + variables, names + [
+        (f"device {d}: " if devices > 1 else "") + f".{v.state} variable {v.name}"
+        for d in range(devices) for v in program.variables])
     for table in placed.tables:
         table[:] = [memory.address(p) for p in range(len(symmetric))]
     rows = []
@@ -139,8 +138,7 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
                                       geometry.device_of)
         except ValueError as e:
             raise SimError(str(e), kernel=kernel) from None
-    machine.symbols = {v.name: np.array(memory.address(len(buffers) + i), np.uint64)
-                       for i, v in enumerate(program.variables)}
+    machine.symbols = _symbols(program, memory, len(buffers), geometry)
     if program.local_bytes:
         machine.local = LocalMemory(geometry.threads, program.local_bytes)
     try:
@@ -165,6 +163,20 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
     for original, copy in placed.copies:
         if original.flags.writeable:
             original[...] = copy
+
+
+def _symbols(program: Program, memory: GlobalMemory, first: int, geometry: Geometry
+             ) -> dict[str, np.ndarray]:
+    """Each module variable's device address (0-d), or per thread (its device's copy) in a
+    launch over several devices; the copies are buffers from `first` on, device by device."""
+    count = len(program.variables)
+    symbols = {}
+    for i, v in enumerate(program.variables):
+        copies = np.array([memory.address(first + d * count + i)
+                           for d in range(geometry.devices)], np.uint64)
+        symbols[v.name] = np.array(copies[0]) if geometry.devices == 1 else copies[
+            geometry.device_of]
+    return symbols
 
 
 @dataclass

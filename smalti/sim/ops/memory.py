@@ -85,7 +85,7 @@ def _address(op, space: str, env: DecodeEnv) -> AddressFn:
             return lambda m, lanes: address
         case Symbol(name=name) if space in ("global", "const", "generic") and (
                 name in env.variables):
-            return lambda m, lanes: m.symbols[name] + delta
+            return lambda m, lanes: m.symbol(name, lanes) + delta
         case Immediate(value=int() as value):
             address = np.uint64(value % (1 << 64)) + delta
             return lambda m, lanes: address
