@@ -275,17 +275,21 @@ def test_a_wait_never_signalled_is_a_deadlock(n):
     assert re.search(r"at line \d+", message)
 
 
-def test_a_device_waiting_for_a_peer_that_exits_is_a_deadlock():
-    """Device 1 waits for the ring token; device 0 never passes it (ndev=1 tells it it is
-    alone), and exits: device 1's poll is named."""
+@pytest.mark.parametrize("poll", ("ld", "atom"))
+def test_a_device_waiting_for_a_peer_that_exits_is_a_deadlock(poll):
+    """Device 1 waits for the ring token (by ld.acquire.sys, or by an atomic that changes
+    nothing); device 0 never passes it (ndev=1 tells it it is alone), and exits: device 1's
+    poll is named."""
+    ptx = EXCHANGE if poll == "ld" else EXCHANGE.replace(*POLL_BY_ATOM)
     symmetric = [np.zeros(EXCHANGE_WORDS, np.uint32) for _ in range(2)]
     out = np.zeros((2, 2), np.uint32)
     args = [[PeerTable(), np.uint32(d), np.uint32(1), np.uint32(1), out[d]] for d in range(2)]
     with pytest.raises(SimError, match="spin deadlock") as info:
-        run_ptx_devices(EXCHANGE, "exchange", 1, 32, args, symmetric=symmetric)
+        run_ptx_devices(ptx, "exchange", 1, 32, args, symmetric=symmetric)
     message = str(info.value)
-    assert f"device 1 block (0, 0, 0) (32 thread(s)) polls line {line_of(EXCHANGE, '+36]')}" \
+    assert f"device 1 block (0, 0, 0) (32 thread(s)) polls line {line_of(ptx, '+36]')}" \
         in message
+    assert "device 0" not in message
 
 
 def test_devices_see_their_own_grid_and_arguments():

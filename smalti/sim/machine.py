@@ -48,6 +48,9 @@ class Machine:
     device_maps: dict = field(default_factory=dict)
     # A launch over several devices: the race checker of their symmetric buffers (peers.py).
     peers: PeerOrder | None = None
+    # Per thread, how many atom/red updates changed memory (kept while spin loops are
+    # watched, sim/spin.py: an atomic that changes nothing is a poll).
+    atomic_writes: np.ndarray | None = None
 
     def symbol(self, name: str, lanes: Lanes) -> np.ndarray:
         """The device address of module variable `name`: 0-d, or one per active lane (its

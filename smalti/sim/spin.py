@@ -4,8 +4,9 @@ A thread waiting for a flag another thread sets (`ld.acquire.sys` or `ld.volatil
 would, under min-PC scheduling, keep the lowest PC and starve the thread that sets the flag.
 The scheduler therefore asks `SpinWatch` at every backward branch which of the jumping lanes
 *spin*: the loop body (the instructions from the branch target to the branch) writes nothing
-(only loads, compares, moves and arithmetic: `PURE`), and the lane's registers are the same
-as when it last took this branch. Such a lane's next iteration would repeat the last one
+(only loads, compares, moves and arithmetic: `PURE`, and atomics that changed nothing since
+the lane last took the branch), and the lane's registers are the same as when it last took
+this branch. Such a lane's next iteration would repeat the last one
 exactly unless memory it reads changes, which only another thread can do: it sleeps at the
 loop head, and the other threads run (one of the schedules the PTX ISA allows, since a
 polling loop promises no progress of its own).
@@ -46,6 +47,14 @@ PURE = frozenset({
 YIELD_AFTER = 16  # iterations of a loop that may write before its lanes let others run
 
 
+# Atomics are polls while they change nothing (`atom.or 0`, a failing `atom.cas`): a loop of
+# PURE instructions and these spins when, besides its registers, the count of its atomics
+# that changed memory (Machine.atomic_writes) is unchanged.
+POLLING_ATOMICS = frozenset({"atom", "red"})
+WRITES = "<atomic writes>"  # the snapshot entry of that count
+POLLS = frozenset({"ld", "ldu"}) | POLLING_ATOMICS  # what a deadlock report names
+
+
 def _instructions(program: Program) -> list:
     """The kernel's instructions, one per step (labels dropped, as the decoder does)."""
     return [s for s in program.kernel.body if not isinstance(s, LabelDef)]
@@ -59,7 +68,8 @@ class SpinWatch:
         self.machine = machine
         n = machine.geometry.threads
         self.bases = [inst.base for inst in _instructions(program)]
-        self.pure = [base in PURE for base in self.bases]
+        self.polling = [base in PURE or base in POLLING_ATOMICS for base in self.bases]
+        machine.atomic_writes = np.zeros(n, np.int64)
         self.snapshots: dict[int, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
         self.sleeping = np.zeros(n, np.bool_)
         self.loop_pc = np.zeros(n, np.int64)  # the backward branch a sleeper spins at
@@ -69,8 +79,9 @@ class SpinWatch:
         self.woken = np.zeros(n, np.bool_)  # the sleepers the last wake woke
         self.streak = np.zeros(n, np.int64)  # iterations of loops that may write, in a row
 
-    def _pure_body(self, target: int, pc: int) -> bool:
-        return all(self.pure[target:pc + 1])
+    def _polling_body(self, target: int, pc: int) -> bool:
+        """Whether the loop body writes nothing but through atomics (checked per lane)."""
+        return all(self.polling[target:pc + 1])
 
     def check(self, pc: int, target: int, jumped: np.ndarray) -> np.ndarray:
         """Lanes of `jumped` (a mask) taking the backward branch at `pc` to `target` that
@@ -95,12 +106,14 @@ class SpinWatch:
         return asleep
 
     def _spinning(self, pc: int, target: int, jumped: np.ndarray) -> np.ndarray:
-        """Which lanes of `jumped` spin: the loop body is PURE and their registers are the
-        ones they had when they last took this branch (updated for the next check)."""
+        """Which lanes of `jumped` spin: the loop body is PURE (or polls by atomics that
+        changed nothing), and their registers (and count of atomics that changed memory) are
+        the ones they had when they last took this branch (updated for the next check)."""
         spinning = np.zeros_like(jumped)
-        if not self._pure_body(target, pc):
+        if not self._polling_body(target, pc):
             return spinning
-        current = self.machine.registers.current()
+        current = dict(self.machine.registers.current())
+        current[WRITES] = self.machine.atomic_writes
         ids = np.flatnonzero(jumped)
         seen = self.snapshots.get(pc)
         if seen is None:
@@ -150,7 +163,7 @@ class SpinWatch:
         lines, polls = [], []
         for (_, pc), threads in sorted(places.items()):
             head = int(self.resume[threads[0]])
-            loads = [steps[i] for i in range(head, pc + 1) if self.bases[i] in ("ld", "ldu")]
+            loads = [steps[i] for i in range(head, pc + 1) if self.bases[i] in POLLS]
             loads = loads or [steps[pc]]
             polls.append(loads[0])
             polled = ", ".join(f"line {d.line} `{d.text}`" for d in loads)

@@ -16,7 +16,7 @@ import numpy as np
 from smalti.ptx.module import Instruction
 from smalti.sim.dtypes import BITS, UINT_OF_BITS, VIEW
 from smalti.sim.errors import Unsupported
-from smalti.sim.lanes import Lanes
+from smalti.sim.lanes import Lanes, thread_ids
 from smalti.sim.machine import Machine
 from smalti.sim.memory import SHARED_WINDOW
 from smalti.sim.operands import DecodeEnv, Modifiers, expect, reader, writer
@@ -159,6 +159,9 @@ def _atomic(inst: Instruction, env: DecodeEnv, returns: bool) -> Step:
             raw = np.ascontiguousarray(after).view(UINT_OF_BITS[elem * 8])[:, None]
             _store(m, space, at, raw, elem, sub)
             old[where] = before
+            if m.atomic_writes is not None:  # a spin watch tells atomic polls from updates
+                changed = raw[:, 0] != before.view(UINT_OF_BITS[elem * 8])
+                m.atomic_writes[thread_ids(sub)[changed]] += 1
         if m.peers is not None and peer is not None:
             peer(m, addresses, lanes)
         if write is not None:
