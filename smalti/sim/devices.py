@@ -19,6 +19,7 @@ The ABI, as the lowering will produce it:
   and stores to it like any global pointer (remote stores, loads and atomics).
 - Every device's buffers lie in one simulated address space at disjoint addresses, so a
   pointer of one device is valid on every other (as peer-mapped memory is on GPUs).
+  Module-scope `.global`/`.const` variables have one copy per device.
 
 The devices run interleaved, not one after another: their threads are scheduled together
 (min-PC, sim/scheduler.py), and a thread polling memory in a loop (`ld.acquire.sys` or
@@ -28,6 +29,12 @@ satisfy is reported as a deadlock naming the devices, blocks and PTX lines of th
 loads; a plain access to a symmetric buffer that conflicts with another device's access
 without system-scope release/acquire between them is reported as a race naming both
 devices and lines (sim/peers.py).
+
+Not modelled yet: multimem (multicast) instructions, race checks of bulk copies (TMA) to and
+from peers, ordering between the threads of one device in the race check (a device is one
+agent), and deadlock proofs for polls whose registers change every iteration (a loop that
+counts its polls, or reads %globaltimer for a timeout): those let other threads run every
+few iterations but, if never satisfied, run forever.
 """
 
 from __future__ import annotations
