@@ -32,12 +32,18 @@ def lane_mask(relation: str, lane: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class Geometry:
     """A launch of `grid` blocks of `block` threads, grouped in clusters of `cluster` blocks;
-    thread t is in block t // block_threads (blocks numbered x fastest, as %ctaid)."""
+    thread t is in block t // block_threads (blocks numbered x fastest, as %ctaid).
+
+    `devices` > 1: the same grid on each of several devices at once (smalti.sim.devices), the
+    devices' blocks numbered one device after another: block b is block b % device_blocks of
+    device b // device_blocks, and a device's blocks see only its own grid (%ctaid, clusters).
+    """
 
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     cluster: tuple[int, int, int] = (1, 1, 1)
     explicit_cluster: bool = False
+    devices: int = 1
 
     def __post_init__(self) -> None:
         """Check the cluster shape against the grid (CUDA: the grid is a whole number of
@@ -54,8 +60,14 @@ class Geometry:
         return self.block[0] * self.block[1] * self.block[2]
 
     @property
-    def blocks(self) -> int:
+    def device_blocks(self) -> int:
+        """Blocks of one device's grid."""
         return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def blocks(self) -> int:
+        """Blocks of the launch, every device's."""
+        return self.devices * self.device_blocks
 
     @property
     def threads(self) -> int:
@@ -69,7 +81,7 @@ class Geometry:
     def _block_xyz(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """%ctaid.{x,y,z} of every block."""
         gx, gy, _ = self.grid
-        b = np.arange(self.blocks, dtype=np.int64)
+        b = np.arange(self.blocks, dtype=np.int64) % self.device_blocks
         return b % gx, b // gx % gy, b // (gx * gy)
 
     @cached_property
@@ -83,7 +95,9 @@ class Geometry:
         """Linear (x-fastest) cluster index of every block."""
         (x, y, z), (cx, cy, cz) = self._block_xyz, self.cluster
         nx, ny = self.grid[0] // cx, self.grid[1] // cy
-        return x // cx + nx * (y // cy + ny * (z // cz))
+        per_device = self.device_blocks // self.cluster_size
+        device = np.arange(self.blocks, dtype=np.int64) // self.device_blocks
+        return x // cx + nx * (y // cy + ny * (z // cz)) + device * per_device
 
     @cached_property
     def cluster_members(self) -> np.ndarray:
@@ -102,13 +116,17 @@ class Geometry:
         return np.repeat(np.arange(self.blocks, dtype=np.int64), self.block_threads)
 
     @cached_property
+    def device_of(self) -> np.ndarray:
+        """The device of every thread (all 0 in a launch on one device)."""
+        return self.block_of // self.device_blocks
+
+    @cached_property
     def _local(self) -> np.ndarray:
         return np.tile(np.arange(self.block_threads, dtype=np.int64), self.blocks)
 
     def special(self, name: str) -> np.ndarray | None:
         """Value (uint32 per thread, or a 0-d uint32) of special register `name`, or None."""
         nx, ny, _ = self.block
-        gx, gy, _ = self.grid
         u32 = np.uint32
         match name:
             case "%tid.x":
@@ -119,12 +137,8 @@ class Geometry:
                 return (self._local // (nx * ny)).astype(u32)
             case "%ntid.x" | "%ntid.y" | "%ntid.z":
                 return np.array(self.block["xyz".index(name[-1])], u32)
-            case "%ctaid.x":
-                return (self.block_of % gx).astype(u32)
-            case "%ctaid.y":
-                return (self.block_of // gx % gy).astype(u32)
-            case "%ctaid.z":
-                return (self.block_of // (gx * gy)).astype(u32)
+            case "%ctaid.x" | "%ctaid.y" | "%ctaid.z":
+                return self._block_xyz["xyz".index(name[-1])][self.block_of].astype(u32)
             case "%nctaid.x" | "%nctaid.y" | "%nctaid.z":
                 return np.array(self.grid["xyz".index(name[-1])], u32)
         cluster = self._cluster_special(name)
@@ -167,9 +181,11 @@ class Geometry:
     def describe(self, thread: int) -> str:
         """`block (x, y, z) thread (x, y, z)` of launch-wide thread id `thread`."""
         b, t = divmod(int(thread), self.block_threads)
+        device, b = divmod(b, self.device_blocks)
         nx, ny, _ = self.block
         gx, gy, _ = self.grid
         block = (b % gx, b // gx % gy, b // (gx * gy))
         local = (t % nx, t // nx % ny, t // (nx * ny))
-        return (f"block ({block[0]}, {block[1]}, {block[2]}) "
+        where = f"device {device} " if self.devices > 1 else ""
+        return (f"{where}block ({block[0]}, {block[1]}, {block[2]}) "
                 f"thread ({local[0]}, {local[1]}, {local[2]})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -24,13 +25,15 @@ from smalti.sim.memory import (
     variable_bytes,
 )
 from smalti.sim.param_struct import ParamStruct
+from smalti.sim.peers import PeerOrder, PeerTable
 from smalti.sim.program import Program, load_program, param_size
 from smalti.sim.registers import RegisterFile
 from smalti.sim.scheduler import execute
 from smalti.sim.tensormap import TensorMap
 from smalti.sim.tensormap_encode import TensorMapEncodeTiled
 
-Arg = np.ndarray | int | float | np.generic | TensorMap | TensorMapEncodeTiled | ParamStruct
+Arg = (np.ndarray | int | float | np.generic | TensorMap | TensorMapEncodeTiled | ParamStruct
+       | PeerTable)
 Dim = tuple[int, int, int] | int
 MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one sm_90 block can use
 SHARED_GRANULE = 16  # each block's shared memory is a whole number of these (see _shared_size)
@@ -71,55 +74,71 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
                async_completion: str = "eager", seed: int = 0,
                spurious_waits: bool = False) -> None:
     """Run `kernel` of a PTX module on the CPU; numpy arrays in `args` are device buffers."""
+    launch(module, kernel, grid, block, [args], shared_bytes, cluster=cluster,
+           async_completion=async_completion, seed=seed, spurious_waits=spurious_waits)
+
+
+def launch(module: Module, kernel: str, grid: Dim, block: Dim,
+           args_per_device: Sequence[Sequence[Arg]], shared_bytes: int = 0, *,
+           symmetric: Sequence[np.ndarray] = (), cluster: Dim | None = None,
+           async_completion: str = "eager", seed: int = 0, spurious_waits: bool = False,
+           spins: bool = False) -> None:
+    """Run `kernel` on as many devices as `args_per_device` has argument lists, each with
+    its own arguments; `symmetric[d]` is device d's symmetric buffer (placed first, one
+    after another, so that smalti.sim.peers can find them). `spins`: polling loops sleep
+    and unsatisfiable polls are deadlocks (sim/spin.py). See run_ptx and smalti.sim.devices.
+    """
     program = load_program(module, kernel)
+    devices = len(args_per_device)
     try:
         shape, explicit = cluster_shape(program.kernel.extra_directives, cluster)
-        geometry = Geometry(as_dim3(grid, "grid"), as_dim3(block, "block"), shape, explicit)
+        geometry = Geometry(as_dim3(grid, "grid"), as_dim3(block, "block"), shape, explicit,
+                            devices)
     except ValueError as e:
         raise SimError(str(e), kernel=kernel) from None
     params = program.kernel.params
-    if len(args) != len(params):
-        raise SimError(f"{len(params)} kernel arguments expected, {len(args)} given",
-                       kernel=kernel)
+    for d, args in enumerate(args_per_device):
+        if len(args) != len(params):
+            raise SimError(f"{len(params)} kernel arguments expected, {len(args)} given"
+                           + (f" for device {d}" if devices > 1 else ""), kernel=kernel)
     shared_size = _shared_size(program, shared_bytes)
-    buffers, names, copies = [], [], []
-    placed: dict[int, int] = {}  # id of a struct's pointer array -> its buffer index
-
-    def add_buffer(arg: np.ndarray, name: str) -> None:
-        view = arg
-        if not (arg.flags.c_contiguous and arg.flags.writeable):
-            view = np.ascontiguousarray(arg).copy()
-            copies.append((arg, view))
-        buffers.append(view)
-        names.append(name)
-
-    for i, arg in enumerate(args):
-        if isinstance(arg, np.ndarray) and params[i].array is None:
-            add_buffer(arg, f"args[{i}] ({params[i].name})")
-        elif isinstance(arg, ParamStruct):
-            for offset, array in arg.pointers.items():
-                if id(array) not in placed:
-                    placed[id(array)] = len(buffers)
-                    add_buffer(array, f"args[{i}] ({params[i].name}) pointer at +{offset}")
-    variables = [variable_bytes(v) for v in program.variables]
-    memory = GlobalMemory(buffers + variables,
-                          names + [f".{v.state} variable {v.name}" for v in program.variables])
-    try:
-        param_data = _marshal(program, memory, args,
-                              lambda array: memory.address(placed[id(array)]))
-    except ValueError as e:  # an invalid TensorMapEncodeTiled
-        raise SimError(str(e), kernel=kernel) from None
+    placed = _place(program, args_per_device, symmetric)
+    buffers, names = placed.buffers, placed.names
+    # Module-scope variables: one copy per device, after every other buffer.
+    variables = [variable_bytes(v) for _ in range(devices) for v in program.variables]
+    memory = GlobalMemory(buffers + variables, names + [
+        (f"device {d}: " if devices > 1 else "") + f".{v.state} variable {v.name}"
+        for d in range(devices) for v in program.variables])
+    for table in placed.tables:
+        table[:] = [memory.address(p) for p in range(len(symmetric))]
+    rows = []
+    for args, buffer_of, structs in zip(args_per_device, placed.pointers, placed.structs,
+                                        strict=True):
+        try:
+            rows.append(_marshal(program, memory, args,
+                                 lambda array, at=structs: memory.address(at[id(array)]),
+                                 buffer_of))
+        except ValueError as e:  # an invalid TensorMapEncodeTiled
+            raise SimError(str(e), kernel=kernel) from None
     machine = Machine(
         geometry=geometry,
         registers=RegisterFile(_declared(program), geometry.threads),
         global_memory=memory,
         shared=SharedMemory(geometry.blocks, shared_size, geometry.block_of, geometry.peer,
                             geometry.cluster_size),
-        params=ParamSpace(param_data, {p.name: o for p, o in
-                                       zip(params, program.param_offsets, strict=True)}),
+        params=ParamSpace(rows, {p.name: o for p, o in
+                                 zip(params, program.param_offsets, strict=True)},
+                          geometry.device_of),
     )
-    machine.symbols = {v.name: np.array(memory.address(len(buffers) + i), np.uint64)
-                       for i, v in enumerate(program.variables)}
+    if symmetric:
+        stride = memory.address(1) - memory.address(0) if len(symmetric) > 1 else 1
+        try:
+            machine.peers = PeerOrder([memory.address(p) for p in range(len(symmetric))],
+                                      max(stride, buffers[0].nbytes), buffers[0].nbytes,
+                                      geometry.device_of)
+        except ValueError as e:
+            raise SimError(str(e), kernel=kernel) from None
+    machine.symbols = _symbols(program, memory, len(buffers), geometry)
     if program.local_bytes:
         machine.local = LocalMemory(geometry.threads, program.local_bytes)
     try:
@@ -133,7 +152,7 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
     engine.clusters = ClusterBarrier(geometry, lambda blocks: engine.shared.sync(blocks, True))
     machine.registers.guards = machine.async_engine.registers
     with np.errstate(all="ignore"):
-        execute(program, machine)
+        execute(program, machine, spins)
         unwaited = machine.async_engine.unwaited_bulk_reads()
         machine.async_engine.drain()
     if unwaited:
@@ -141,9 +160,78 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
         raise SimError(f"the kernel exited while {op.what} still read shared memory: no "
                        "cp.async.bulk.wait_group.read covered it before the thread exited",
                        kernel=kernel, thread=geometry.describe(int(thread)))
-    for original, copy in copies:
+    for original, copy in placed.copies:
         if original.flags.writeable:
             original[...] = copy
+
+
+def _symbols(program: Program, memory: GlobalMemory, first: int, geometry: Geometry
+             ) -> dict[str, np.ndarray]:
+    """Each module variable's device address (0-d), or per thread (its device's copy) in a
+    launch over several devices; the copies are buffers from `first` on, device by device."""
+    count = len(program.variables)
+    symbols = {}
+    for i, v in enumerate(program.variables):
+        copies = np.array([memory.address(first + d * count + i)
+                           for d in range(geometry.devices)], np.uint64)
+        symbols[v.name] = np.array(copies[0]) if geometry.devices == 1 else copies[
+            geometry.device_of]
+    return symbols
+
+
+@dataclass
+class _Placement:
+    """The launch's device buffers in order (`names` for messages), the host arrays copied to
+    make them (written back at the end), the peer tables to fill, and per device where each
+    pointer argument (`pointers`: position -> buffer) and struct pointer (`structs`: id of
+    the array -> buffer) went."""
+
+    buffers: list[np.ndarray] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    copies: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    tables: list[np.ndarray] = field(default_factory=list)
+    pointers: list[dict[int, int]] = field(default_factory=list)
+    structs: list[dict[int, int]] = field(default_factory=list)
+
+    def add(self, array: np.ndarray, name: str) -> int:
+        """Place `array` (a contiguous writable copy when it is not one); its index."""
+        view = array
+        if not (array.flags.c_contiguous and array.flags.writeable):
+            view = np.ascontiguousarray(array).copy()
+            self.copies.append((array, view))
+        self.buffers.append(view)
+        self.names.append(name)
+        return len(self.buffers) - 1
+
+
+def _place(program: Program, args_per_device: Sequence[Sequence[Arg]],
+           symmetric: Sequence[np.ndarray]) -> _Placement:
+    """Lay out the symmetric buffers (first, buffer d is device d's), then each device's
+    array arguments, peer tables and struct pointers."""
+    placed = _Placement()
+    params = program.kernel.params
+    for d, array in enumerate(symmetric):
+        placed.add(array, f"device {d}'s symmetric buffer")
+    for d, args in enumerate(args_per_device):
+        prefix = f"device {d}: " if len(args_per_device) > 1 else ""
+        buffer_of: dict[int, int] = {}
+        structs: dict[int, int] = {}
+        placed.pointers.append(buffer_of)
+        placed.structs.append(structs)
+        for i, arg in enumerate(args):
+            what = f"{prefix}args[{i}] ({params[i].name})"
+            if isinstance(arg, PeerTable):
+                placed.tables.append(np.zeros(len(symmetric), np.uint64))
+                buffer_of[i] = placed.add(placed.tables[-1], f"{what} peer table")
+            elif isinstance(arg, np.ndarray) and params[i].array is None:
+                # the device's own symmetric buffer passed as an argument: the same memory
+                own = d < len(symmetric) and arg is symmetric[d]
+                buffer_of[i] = d if own else placed.add(arg, what)
+            elif isinstance(arg, ParamStruct):
+                for offset, array in arg.pointers.items():
+                    if id(array) not in structs:
+                        structs[id(array)] = placed.add(array, f"{what} pointer at +{offset}")
+    return placed
 
 
 def cluster_shape(directives: Sequence[str], cluster: Dim | None) -> tuple[
@@ -191,17 +279,16 @@ def _shared_size(program: Program, shared_bytes: int) -> int:
 
 
 def _marshal(program: Program, memory: GlobalMemory, args: Sequence[Arg],
-             address_of) -> bytes:
+             address_of, buffer_of: dict[int, int]) -> bytes:
+    """The parameter bytes of one device's arguments; `buffer_of` maps the position of each
+    argument passed as a pointer (an array, a peer table) to its buffer in `memory`."""
     data = bytearray(program.param_bytes)
-    buffer_index = 0
-    for param, offset, arg in zip(program.kernel.params, program.param_offsets, args,
-                                  strict=True):
+    for i, (param, offset, arg) in enumerate(zip(program.kernel.params, program.param_offsets,
+                                                 args, strict=True)):
         if isinstance(arg, ParamStruct):
             raw = _struct_bytes(param, arg.encode(address_of), program.kernel.name)
         else:
-            raw = _param_bytes(param, arg, program.kernel.name, memory, buffer_index)
-        if isinstance(arg, np.ndarray) and param.array is None:
-            buffer_index += 1
+            raw = _param_bytes(param, arg, program.kernel.name, memory, buffer_of.get(i, -1))
         data[offset:offset + len(raw)] = raw
     return bytes(data)
 
@@ -217,6 +304,9 @@ def _struct_bytes(param: Param, raw: bytes, kernel: str) -> bytes:
 def _param_bytes(param: Param, arg: Arg, kernel: str, memory: GlobalMemory,
                  buffer_index: int) -> bytes:
     size, _ = param_size(param)
+    if isinstance(arg, PeerTable) and param.array is not None:
+        raise SimError(f"a PeerTable is passed to a .u64 pointer parameter, not to "
+                       f"{param.name}", kernel=kernel)
     if isinstance(arg, TensorMapEncodeTiled):
         arg = arg.tensor_map()
     if param.array is not None and isinstance(arg, TensorMap):  # a CUtensorMap parameter
@@ -232,7 +322,7 @@ def _param_bytes(param: Param, arg: Arg, kernel: str, memory: GlobalMemory,
             raise SimError(f"parameter {param.name} takes {size} bytes, got {len(raw)}",
                            kernel=kernel)
         return raw
-    if isinstance(arg, np.ndarray):
+    if isinstance(arg, np.ndarray | PeerTable):
         if param.type not in POINTER_TYPES:
             raise SimError(f"array passed to .{param.type} parameter {param.name}; arrays are "
                            "device buffers for .u64 pointer parameters", kernel=kernel)

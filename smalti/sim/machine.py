@@ -11,6 +11,7 @@ from smalti.sim.errors import Fault
 from smalti.sim.geometry import Geometry
 from smalti.sim.lanes import Lanes
 from smalti.sim.memory import GlobalMemory, LocalMemory, ParamSpace, SharedMemory
+from smalti.sim.peers import PeerOrder
 from smalti.sim.registers import RegisterFile
 
 CYCLES_PER_READ = 32
@@ -33,7 +34,8 @@ class Machine:
     # TMA/wgmma queue, mbarriers and hazard trackers (sim/async_engine.py); set by the launch.
     async_engine: AsyncEngine | None = None
 
-    # Each thread's .local memory, and device addresses (0-d uint64) of module variables.
+    # Each thread's .local memory, and device addresses (0-d uint64, or per thread: each
+    # device has its own copies) of module variables; read them with `symbol`.
     local: LocalMemory | None = None
     symbols: dict[str, np.ndarray] = field(default_factory=dict)
     # Reads of %clock/%clock64/%globaltimer so far: each read sees a later time.
@@ -44,6 +46,17 @@ class Machine:
     warned: set = field(default_factory=set)
     # Tensor maps read from device memory, by their 128 bytes (tensormap_memory.py).
     device_maps: dict = field(default_factory=dict)
+    # A launch over several devices: the race checker of their symmetric buffers (peers.py).
+    peers: PeerOrder | None = None
+    # Per thread, how many atom/red updates changed memory (kept while spin loops are
+    # watched, sim/spin.py: an atomic that changes nothing is a poll).
+    atomic_writes: np.ndarray | None = None
+
+    def symbol(self, name: str, lanes: Lanes) -> np.ndarray:
+        """The device address of module variable `name`: 0-d, or one per active lane (its
+        device's copy) in a launch over several devices."""
+        value = self.symbols[name]
+        return value if value.ndim == 0 or lanes.index is None else value[lanes.index]
 
     def special(self, name: str, lanes: Lanes) -> np.ndarray:
         """Special register `name` (uint32, or uint64 for 64-bit counters) for the active lanes

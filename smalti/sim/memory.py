@@ -329,21 +329,37 @@ class SharedMemory:
 
 
 class ParamSpace:
-    """Kernel parameters as one byte buffer, uniform across all threads."""
+    """Kernel parameters as one byte buffer, uniform across the threads of a device.
 
-    def __init__(self, data: bytes, offsets: dict[str, int]) -> None:
-        self.data = np.frombuffer(data, np.uint8)
+    A launch over several devices (smalti.sim.devices) gives each device its own parameter
+    bytes (`data` a sequence, one per device, of one size) and `device_of` (each thread's
+    device): loads then read, per lane, the bytes of the lane's device.
+    """
+
+    def __init__(self, data: bytes | Sequence[bytes], offsets: dict[str, int],
+                 device_of: np.ndarray | None = None) -> None:
+        rows = [data] if isinstance(data, bytes | bytearray) else list(data)
+        self.rows = np.stack([np.frombuffer(bytes(r), np.uint8) for r in rows])
+        self.data = self.rows[0]
         self.offsets = offsets
+        self.device_of = device_of if len(rows) > 1 else None
 
-    def at_generic(self, address: int, nbytes: int) -> np.ndarray | None:
-        """`nbytes` at a generic address in the parameter window; None outside it."""
+    def _devices(self, lanes: Lanes) -> np.ndarray:
+        """The device of each active lane (a launch over several devices)."""
+        return self.device_of if lanes.index is None else self.device_of[lanes.index]
+
+    def at_generic(self, address: int, nbytes: int, thread: int | None = None
+                   ) -> np.ndarray | None:
+        """`nbytes` at a generic address in the parameter window (of `thread`'s device);
+        None outside it."""
         offset = address - PARAM_WINDOW
         if not 0 <= offset < max(self.data.size, 1):
             return None
         if offset + nbytes > self.data.size:
             raise Fault(f"parameter read of {nbytes} bytes at .param address {offset:#x} runs "
                         f"past the kernel's {self.data.size} parameter bytes")
-        return self.data[offset:offset + nbytes].copy()
+        row = 0 if self.device_of is None or thread is None else int(self.device_of[thread])
+        return self.rows[row, offset:offset + nbytes].copy()
 
     def in_window(self, generic: np.ndarray) -> np.ndarray:
         """Which generic addresses fall in the parameter window."""
@@ -360,17 +376,26 @@ class ParamSpace:
             raise Fault(f"parameter load of {nbytes} bytes at .param address "
                         f"{int(addresses[np.argmax(bad)]):#x} runs past the kernel's "
                         f"{self.data.size} parameter bytes", lanes.first(bad))
-        raw = self.data[addresses.astype(np.int64)[:, None] + np.arange(nbytes)]
+        starts = addresses.astype(np.int64)
+        if self.device_of is not None:
+            starts = starts + self._devices(lanes) * self.data.size
+        raw = self.rows.reshape(-1)[starts[:, None] + np.arange(nbytes)]
         return np.ascontiguousarray(raw).view(UINT_OF_BITS[elem * 8]).reshape(-1, count)
 
-    def load(self, name: str, offset: int, elem: int, count: int) -> np.ndarray:
-        """(1, count) raw elements read at `offset` bytes into parameter `name`."""
+    def load(self, name: str, offset: int, elem: int, count: int,
+             lanes: Lanes | None = None) -> np.ndarray:
+        """(1, count) raw elements read at `offset` bytes into parameter `name`; (n, count),
+        one row per active lane of `lanes`, when the devices' parameters differ."""
         start = self.offsets[name] + offset
         end = start + elem * count
         if offset < 0 or end > self.data.size:
             raise Fault(f"parameter read of {elem * count} bytes at {name}+{offset} "
                         "is out of bounds")
-        return self.data[start:end].copy().view(UINT_OF_BITS[elem * 8]).reshape(1, count)
+        udt = UINT_OF_BITS[elem * 8]
+        if self.device_of is None or lanes is None:
+            return self.data[start:end].copy().view(udt).reshape(1, count)
+        rows = self.rows[self._devices(lanes), start:end]
+        return np.ascontiguousarray(rows).view(udt).reshape(-1, count)
 
 
 LOCAL_WINDOW = 0x7D00_0000_0000  # generic addresses of the executing thread's local memory

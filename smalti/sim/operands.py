@@ -145,7 +145,7 @@ def reader(op: Operand, ptx_type: str, env: DecodeEnv) -> Reader:
             return lambda m, lanes: offset
         case Symbol(name=name) if name in env.variables and BITS[ptx_type] == 64:
             # a module variable's device address, known once the launch placed it
-            return lambda m, lanes: m.symbols[name].view(VIEW[ptx_type])
+            return lambda m, lanes: m.symbol(name, lanes).view(VIEW[ptx_type])
         case Symbol(name=name) if name in env.params and BITS[ptx_type] >= 32:
             # `mov.b64 %rd, param` / `mov.b32 %r, param`: the parameter's .param-space address
             # (e.g. a __grid_constant__ struct's, or a CUtensorMap's); cvta.param makes it generic

@@ -47,6 +47,11 @@ class RegisterFile:
         if missing.size:
             raise Fault(f"read of uninitialised register {name}", int(missing[0]))
 
+    def current(self) -> dict[str, np.ndarray]:
+        """Every register written so far -> its raw bits over all threads (read them only:
+        a spin check compares them between loop iterations, sim/spin.py)."""
+        return self._values
+
     def read_rows(self, names: list[str], index: np.ndarray | None) -> np.ndarray:
         """Raw bits of registers `names` (of one width) as rows, for the threads in `index`
         (read-only). Registers still holding the rows `write_rows` last wrote for every

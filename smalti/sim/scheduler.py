@@ -38,6 +38,7 @@ from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.program import Decoded, Program
 from smalti.sim.registry import Barrier, Branch, Compute, Exit, Wait
+from smalti.sim.spin import SpinWatch
 
 NOWHERE = np.iinfo(np.int64).max
 CTA_BARRIERS = 16  # barrier ids 0..15 per CTA (PTX ISA, "bar, barrier")
@@ -200,8 +201,11 @@ def _plain_runs(steps: tuple[Decoded, ...]) -> tuple[list, list[int]]:
     return runs, lengths
 
 
-def execute(program: Program, machine: Machine) -> None:
-    """Run `program` on `machine` until every thread has exited."""
+def execute(program: Program, machine: Machine, spins: bool = False) -> None:
+    """Run `program` on `machine` until every thread has exited; `spins`: lanes polling
+    memory in a loop sleep while other threads run, and a poll nothing can satisfy is a
+    deadlock (sim/spin.py; a launch over several devices needs it)."""
+    watch = SpinWatch(program, machine) if spins else None
     steps = program.steps
     end = len(steps)
     plain, plain_lengths = _plain_runs(steps)
@@ -217,7 +221,12 @@ def execute(program: Program, machine: Machine) -> None:
                 continue
             if pc == NOWHERE and threads.retry_held():
                 continue
+            if pc == NOWHERE and watch is not None and watch.wake(threads.parked,
+                                                                  threads.engine):
+                continue
             if pc == NOWHERE:
+                if watch is not None and watch.sleeping.any():
+                    raise watch.deadlock_error(_also_blocked(threads))
                 if threads.any_held:
                     raise _hold_deadlock(program, machine, threads)
                 if threads.sleeping.any():
@@ -278,6 +287,15 @@ def execute(program: Program, machine: Machine) -> None:
                                 lanes = Lanes(group, everyone=False)
                     pc += 1
                 case Branch(target=target):
+                    if watch is not None and target <= pc and active.count:
+                        asleep = watch.check(pc, target, active.mask)
+                        if asleep.any():  # spinning lanes sleep; the others go on
+                            group = group & ~asleep
+                            if not group.any():
+                                group = None
+                                continue
+                            lanes = Lanes(group, everyone=False)
+                            active = Lanes(active.mask & ~asleep, everyone=False)
                     taken = active.count
                     if taken == lanes.count:
                         pc = target
@@ -413,6 +431,18 @@ def _wait_deadlock(program: Program, machine: Machine, threads: _Threads) -> Sim
                     f"left can complete that phase{others}", kernel=program.kernel.name,
                     line=decoded.line, text=decoded.text,
                     thread=machine.geometry.describe(first), source=decoded.source)
+
+
+def _also_blocked(threads: _Threads) -> str:
+    """What else blocks, for a spin-deadlock report: threads asleep at mbarrier waits, at
+    bar.sync, or held at warp-synchronous instructions."""
+    parts = []
+    for count, what in ((int(threads.sleeping.sum()), "wait on an mbarrier"),
+                        (int(threads.waiting.sum()), "wait at bar.sync"),
+                        (int((threads.held != NOWHERE).sum()), "wait for their warp")):
+        if count:
+            parts.append(f"{count} more thread(s) {what}")
+    return "; " + ", ".join(parts) if parts else ""
 
 
 def _deadlock(program: Program, machine: Machine, threads: _Threads) -> SimError:

@@ -16,7 +16,7 @@ import numpy as np
 from smalti.ptx.module import Instruction
 from smalti.sim.dtypes import BITS, UINT_OF_BITS, VIEW
 from smalti.sim.errors import Unsupported
-from smalti.sim.lanes import Lanes
+from smalti.sim.lanes import Lanes, thread_ids
 from smalti.sim.machine import Machine
 from smalti.sim.memory import SHARED_WINDOW
 from smalti.sim.operands import DecodeEnv, Modifiers, expect, reader, writer
@@ -28,6 +28,7 @@ from smalti.sim.ops.memory import (
     _store,
     _sub_lanes,
     normal_space,
+    peer_check,
 )
 from smalti.sim.registry import Compute, Step, semantics
 from smalti.sim.rounding import flush_subnormals
@@ -140,6 +141,7 @@ def _atomic(inst: Instruction, env: DecodeEnv, returns: bool) -> Step:
     update = combine(op, ptx_type)
     elem = BITS[ptx_type] // 8
     view = VIEW[ptx_type]
+    peer = peer_check(inst, space, elem, read=True, write=True, atomic=True)
 
     def run(m: Machine, lanes: Lanes) -> None:
         n = lanes.count
@@ -157,6 +159,11 @@ def _atomic(inst: Instruction, env: DecodeEnv, returns: bool) -> Step:
             raw = np.ascontiguousarray(after).view(UINT_OF_BITS[elem * 8])[:, None]
             _store(m, space, at, raw, elem, sub)
             old[where] = before
+            if m.atomic_writes is not None:  # a spin watch tells atomic polls from updates
+                changed = raw[:, 0] != before.view(UINT_OF_BITS[elem * 8])
+                m.atomic_writes[thread_ids(sub)[changed]] += 1
+        if m.peers is not None and peer is not None:
+            peer(m, addresses, lanes)
         if write is not None:
             write(m, lanes, old)
 

@@ -1,9 +1,11 @@
 """Memory fences: `fence.proxy.async`, `fence.mbarrier_init`, `fence.{sc,acq_rel}`, `membar`.
 
 Threads of the simulator see every store at once, so fences have no effect on values. What
-they do matter for is the hazard check: PTX ISA, "Memory Consistency Model: Proxies" — writes
+they do matter for is the hazard checks. PTX ISA, "Memory Consistency Model: Proxies" — writes
 through the generic proxy (st.shared) become visible to the async proxy (TMA, wgmma operand
 reads) only after a `fence.proxy.async`, which `fence.proxy.async` here records per thread.
+System-scope fences (`fence.sc.sys`, `fence.acq_rel.sys`, `membar.sys`) order accesses
+between the devices of a launch over several (sim/peers.py).
 """
 
 from __future__ import annotations
@@ -47,9 +49,9 @@ def decode_fence(inst: Instruction, env: DecodeEnv) -> Step:
         mods.done()
         return Compute(lambda m, lanes: None)
     mods.one_of(("sc", "acq_rel"))
-    mods.one_of(SCOPES)
+    scope = mods.one_of(SCOPES)
     mods.done()
-    return Compute(lambda m, lanes: None)
+    return Compute(_fence_system if scope == "sys" else lambda m, lanes: None)
 
 
 def _tensormap_acquire(inst: Instruction) -> Step:
@@ -71,9 +73,15 @@ def _tensormap_acquire(inst: Instruction) -> Step:
 def decode_membar(inst: Instruction, env: DecodeEnv) -> Step:
     """membar.{cta,gl,sys}: a fence.sc at that scope; no effect on simulated values."""
     mods = Modifiers(inst)
-    mods.one_of(("cta", "gl", "sys"))
+    scope = mods.one_of(("cta", "gl", "sys"))
     mods.done()
-    return Compute(lambda m, lanes: None)
+    return Compute(_fence_system if scope == "sys" else lambda m, lanes: None)
+
+
+def _fence_system(m: Machine, lanes: Lanes) -> None:
+    """A system-scope fence orders accesses between devices (sim/peers.py)."""
+    if m.peers is not None:
+        m.peers.fence(lanes)
 
 
 def _fence_proxy(m: Machine, lanes: Lanes) -> None:

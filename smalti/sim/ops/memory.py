@@ -29,6 +29,8 @@ from smalti.sim.operands import (
     vector_elements,
     writer,
 )
+from smalti.sim.peers import Site as PeerSite
+from smalti.sim.peers import sync_of
 from smalti.sim.registry import Compute, Step, semantics
 from smalti.sim.store_check import Site, check_one_value, may_overlap
 
@@ -83,7 +85,7 @@ def _address(op, space: str, env: DecodeEnv) -> AddressFn:
             return lambda m, lanes: address
         case Symbol(name=name) if space in ("global", "const", "generic") and (
                 name in env.variables):
-            return lambda m, lanes: m.symbols[name] + delta
+            return lambda m, lanes: m.symbol(name, lanes) + delta
         case Immediate(value=int() as value):
             address = np.uint64(value % (1 << 64)) + delta
             return lambda m, lanes: address
@@ -123,6 +125,23 @@ def _watch(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: La
         return hazards.write(flat, nbytes, threads)
     hazards.read(flat, nbytes, threads)
     return False
+
+
+def peer_check(inst: Instruction, space: str, nbytes: int, *, read: bool, write: bool,
+               atomic: bool = False) -> Callable[[Machine, np.ndarray, Lanes], None] | None:
+    """The race check between devices (peers.py) of a global or generic access, run after
+    the access as `check(m, addresses, lanes)`; None for other state spaces."""
+    if space not in ("global", "generic"):
+        return None
+    sync = sync_of(inst, atomic)
+    site = PeerSite(inst.line, instruction_text(inst))
+
+    def check(m: Machine, addresses: np.ndarray, lanes: Lanes) -> None:
+        peers = m.peers
+        peers.access(addresses, nbytes, lanes, read=read, write=write, sync=sync,
+                     site=peers.site_id(site))
+
+    return check
 
 
 def _local(m: Machine) -> LocalMemory:
@@ -235,18 +254,24 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
             return _load_param_at(address, elem, count, view, writes, env)
 
         def run_param(m: Machine, lanes: Lanes) -> None:
-            raw = m.params.load(base.name, offset, elem, count)
+            raw = m.params.load(base.name, offset, elem, count, lanes)
             for j, write in enumerate(writes):
-                write(m, lanes, raw[0, j:j + 1].reshape(()).view(view))
+                if raw.shape[0] == 1:  # one value for every lane
+                    write(m, lanes, raw[0, j:j + 1].reshape(()).view(view))
+                else:  # each lane's device's (smalti.sim.devices)
+                    write(m, lanes, raw[:, j].view(view))
 
         return Compute(run_param)
     address_of = _address(address, space, env)
+    peer = peer_check(inst, space, elem * count, read=True, write=False)
 
     def run(m: Machine, lanes: Lanes) -> None:
         addresses = _per_lane(address_of(m, lanes), lanes)
         flat = _located(m, space, addresses, elem * count, lanes, "load")
         raw = _load(m, space, addresses, elem, count, lanes, flat)
         _watch(m, space, addresses, elem * count, lanes, False, flat)
+        if m.peers is not None and peer is not None:
+            peer(m, addresses, lanes)
         for j, write in enumerate(writes):
             write(m, lanes, raw[:, j].view(view))
 
@@ -290,6 +315,7 @@ def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
     nbytes = elem * count
     address_of = _address(address, space, env)
     site = Site(env.kernel, inst.line, instruction_text(inst), inst.source)
+    peer = peer_check(inst, space, nbytes, read=False, write=True)
 
     def run(m: Machine, lanes: Lanes) -> None:
         addresses = _per_lane(address_of(m, lanes), lanes)
@@ -299,6 +325,8 @@ def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
         values = columns[0][:, None] if count == 1 else np.stack(columns, axis=1)
         flat = _located(m, space, addresses, nbytes, lanes, "store")
         _store(m, space, addresses, values, elem, lanes, flat)
+        if m.peers is not None and peer is not None:
+            peer(m, addresses, lanes)
         collided = _watch(m, space, addresses, nbytes, lanes, True, flat)
         if space == "local" or not (collided or (
                 flat is None and may_overlap(m, addresses, nbytes, lanes))):

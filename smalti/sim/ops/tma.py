@@ -110,7 +110,7 @@ def _tensor_map(m: Machine, address: int, thread: int, lanes: Lanes) -> TensorMa
     memory): a host record (tensormap.py) or fields a kernel wrote (tensormap_memory.py)."""
     if address % 64:
         raise Fault(f"tensor map address {address:#x} is not 64-byte aligned", thread)
-    raw = m.params.at_generic(address, TENSOR_MAP_BYTES)
+    raw = m.params.at_generic(address, TENSOR_MAP_BYTES, thread)
     if raw is None:
         mask = np.zeros_like(lanes.mask)
         mask[thread] = True
