@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from smalti.ptx.toolchain import compile_ptx
-from smalti.sim import PeerTable, SimError, run_ptx_devices
+from smalti.sim import PeerTable, SimError, run_ptx, run_ptx_devices
 
 DEVICES = (2, 4, 8)
 
@@ -504,3 +504,59 @@ def test_module_variables_are_per_device():
     out = np.zeros((4, 1), np.uint32)
     run_ptx_devices(ptx, "k", 1, 64, [[out[d], np.uint32(d + 1)] for d in range(4)])
     np.testing.assert_array_equal(out[:, 0], 100 + 64 * np.arange(1, 5))
+
+
+# One device: blocks that wait for each other (split-K semaphores, decoupled look-back)
+# run through the same spin waits.
+
+FLAG = """
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry flag(.param .u64 flag, .param .u64 out, .param .u32 producer)
+{
+    .reg .pred %p;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [flag];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r3, [producer];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    mov.u32 %r1, %ctaid.x;
+    setp.eq.u32 %p, %r1, %r3;
+    @%p bra $produce;
+$wait:
+    ld.acquire.gpu.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p, %r2, 0;
+    @%p bra $wait;
+    ld.global.u32 %r2, [%rd2];
+    add.u32 %r2, %r2, 1;
+    st.global.u32 [%rd2+4], %r2;
+    ret;
+$produce:
+    st.global.u32 [%rd2], 41;
+    st.release.gpu.global.u32 [%rd1], 1;
+    ret;
+}
+"""
+
+
+def test_a_block_waiting_for_a_later_block_of_its_device_runs():
+    """Block 0 polls a flag that block 1 sets after writing its result: the waiting block
+    sleeps while block 1 runs, then reads the result (run_ptx: one device)."""
+    compile_ptx(FLAG)
+    flag, out = np.zeros(1, np.uint32), np.zeros(2, np.uint32)
+    run_ptx(FLAG, "flag", 2, 1, [flag, out, np.uint32(1)])
+    np.testing.assert_array_equal(out, [41, 42])
+
+
+def test_a_block_waiting_for_no_block_is_a_deadlock_at_its_line():
+    """No block produces (producer 5 of a grid of 2): both blocks poll for ever."""
+    flag, out = np.zeros(1, np.uint32), np.zeros(2, np.uint32)
+    with pytest.raises(SimError, match="spin deadlock") as info:
+        run_ptx(FLAG, "flag", 2, 1, [flag, out, np.uint32(5)])
+    poll = line_of(FLAG, "ld.acquire.gpu.global.u32")
+    for block in ("(0, 0, 0)", "(1, 0, 0)"):
+        assert f"block {block} (1 thread(s)) polls line {poll}" in str(info.value)

@@ -73,4 +73,4 @@ def run_ptx_devices(ptx_text: str, kernel: str, grid: Dim, block: Dim,
         raise SimError("a PeerTable argument needs symmetric buffers", kernel=kernel)
     launch(_parsed(ptx_text), kernel, grid, block, args_per_device, shared_bytes,
            symmetric=buffers, cluster=cluster, async_completion=async_completion, seed=seed,
-           spurious_waits=spurious_waits, spins=True)
+           spurious_waits=spurious_waits)

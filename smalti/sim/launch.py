@@ -81,12 +81,13 @@ def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequenc
 def launch(module: Module, kernel: str, grid: Dim, block: Dim,
            args_per_device: Sequence[Sequence[Arg]], shared_bytes: int = 0, *,
            symmetric: Sequence[np.ndarray] = (), cluster: Dim | None = None,
-           async_completion: str = "eager", seed: int = 0, spurious_waits: bool = False,
-           spins: bool = False) -> None:
+           async_completion: str = "eager", seed: int = 0, spurious_waits: bool = False
+           ) -> None:
     """Run `kernel` on as many devices as `args_per_device` has argument lists, each with
     its own arguments; `symmetric[d]` is device d's symmetric buffer (placed first, one
-    after another, so that smalti.sim.peers can find them). `spins`: polling loops sleep
-    and unsatisfiable polls are deadlocks (sim/spin.py). See run_ptx and smalti.sim.devices.
+    after another, so that smalti.sim.peers can find them). Polling loops sleep while others
+    run, and unsatisfiable polls are deadlocks (sim/spin.py). See run_ptx and
+    smalti.sim.devices.
     """
     program = load_program(module, kernel)
     devices = len(args_per_device)
@@ -152,7 +153,7 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
     engine.clusters = ClusterBarrier(geometry, lambda blocks: engine.shared.sync(blocks, True))
     machine.registers.guards = machine.async_engine.registers
     with np.errstate(all="ignore"):
-        execute(program, machine, spins)
+        execute(program, machine)
         unwaited = machine.async_engine.unwaited_bulk_reads()
         machine.async_engine.drain()
     if unwaited:

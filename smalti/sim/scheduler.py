@@ -201,11 +201,11 @@ def _plain_runs(steps: tuple[Decoded, ...]) -> tuple[list, list[int]]:
     return runs, lengths
 
 
-def execute(program: Program, machine: Machine, spins: bool = False) -> None:
-    """Run `program` on `machine` until every thread has exited; `spins`: lanes polling
-    memory in a loop sleep while other threads run, and a poll nothing can satisfy is a
-    deadlock (sim/spin.py; a launch over several devices needs it)."""
-    watch = SpinWatch(program, machine) if spins else None
+def execute(program: Program, machine: Machine) -> None:
+    """Run `program` on `machine` until every thread has exited. Lanes polling memory in a
+    loop sleep while other threads run, and a poll nothing can satisfy is a deadlock
+    (sim/spin.py): blocks that wait for other blocks, of their device or of another."""
+    watch = SpinWatch(program, machine)
     steps = program.steps
     end = len(steps)
     plain, plain_lengths = _plain_runs(steps)
@@ -221,11 +221,11 @@ def execute(program: Program, machine: Machine, spins: bool = False) -> None:
                 continue
             if pc == NOWHERE and threads.retry_held():
                 continue
-            if pc == NOWHERE and watch is not None and watch.wake(threads.parked,
+            if pc == NOWHERE and watch.wake(threads.parked,
                                                                   threads.engine):
                 continue
             if pc == NOWHERE:
-                if watch is not None and watch.sleeping.any():
+                if watch.sleeping.any():
                     raise watch.deadlock_error(_also_blocked(threads))
                 if threads.any_held:
                     raise _hold_deadlock(program, machine, threads)
@@ -287,7 +287,7 @@ def execute(program: Program, machine: Machine, spins: bool = False) -> None:
                                 lanes = Lanes(group, everyone=False)
                     pc += 1
                 case Branch(target=target):
-                    if watch is not None and target <= pc and active.count:
+                    if target <= pc and active.count:
                         asleep = watch.check(pc, target, active.mask)
                         if asleep.any():  # spinning lanes sleep; the others go on
                             group = group & ~asleep
