@@ -31,10 +31,12 @@ For each independent part of the system without a solution:
    (`smalti.tiling.relayout_cost`), then the registers a thread holds the value in
    (`smalti.tiling.cost`).
 
-Uses are not cut at a user's own layout_cast (it keeps its meaning: one relayout, where
-the user wrote it), at values any layout can hold for free (constants and the like get a
-copy per user already), or of elements no relayout moves (only 8-, 16- and 32-bit ones
-are moved).
+A user's own layout_cast keeps its meaning: its result is in the layout it names, where
+it is written. Its operand is cut only when the cast's own relayout is not one the
+lowering performs (from a replicated reduction's layout to a strided one, say): a relayout
+inserted before it gets the value there in two steps. Uses are not cut at values any
+layout can hold for free (constants and the like get a copy per user already), or of
+elements no relayout moves (only 8-, 16- and 32-bit ones are moved).
 """
 
 from __future__ import annotations
@@ -201,7 +203,7 @@ class _Part:
         self.index: dict[tuple[ir.Operation, int], Use] = {}
         for constraint in failure.constraints:
             op = constraint.origin.op
-            if op is None or op.name == LAYOUT_CAST:
+            if op is None:
                 continue
             for var in variables_of(constraint):
                 key = (op, var.id)
@@ -218,14 +220,17 @@ class _Part:
         if not self.uses:
             return _Irreparable(minimal_conflict(self.system, self.failure))
         everything = frozenset(self.uses)
-        if self._solve(everything, None) is None:  # the most relaxed the part can be
+        relaxed = self._relaxed(everything)  # the most relaxed the part can be
+        if relaxed is False or (relaxed is None
+                                and len(self.failure.constraints) > MINIMISED):
             return self._irreparable(everything)
         probe = self._solve(everything, IN_WARP, budget=IN_WARP_PROBE_BUDGET)
         within = IN_WARP if probe is not None else None
         core = self._core_uses(minimal_conflict(self.system, self.failure), frozenset())
-        if not core:
-            return None
-        return self._search([core], within) or self._greedy(within)
+        found = (self._search([core], within) or self._greedy(within)) if core else None
+        if found is None and relaxed is None:  # likely none: the searches found nothing
+            return self._irreparable(everything)
+        return found
 
     def _only_transforms(self) -> bool:
         return all(var.domain != REGISTERS for var in self.failure.variables)
@@ -279,6 +284,18 @@ class _Part:
         except Unsatisfiable:
             return None
 
+    def _relaxed(self, cuts: frozenset[Use]) -> bool | None:
+        """Whether the part has a solution with `cuts`: None when the search ran out of
+        budget first (with every use cut, the system has a variable per use and the
+        search can run out where a few cuts solve, or where none does)."""
+        self.solves += 1
+        system, variables = self._cut_system(cuts, dict.fromkeys(cuts))
+        try:
+            _Unexplained(system, tuple(system.constraints), variables, SEARCH_BUDGET).run()
+        except Unsatisfiable as failure:
+            return None if any(f.gave_up for f in failure.failures) else False
+        return True
+
     def _attempt(self, cuts: frozenset[Use], bounds: dict[Use, str | None]
                  ) -> tuple[dict[int, Layout] | None, list[Failure], EquationSystem]:
         self.solves += 1
@@ -294,7 +311,7 @@ class _Part:
         found = set()
         for constraint in core:
             op = constraint.origin.op
-            if op is None or constraint.origin.op_name == LAYOUT_CAST:
+            if op is None or _inserted(constraint):
                 continue
             for var in variables_of(constraint):
                 use = self.index.get((op, var.id))
@@ -456,6 +473,14 @@ def _registers(layout: Layout, var: Variable) -> int:
         return registers_per_thread(layout, var.shape, var.bitwidth)
     except LayoutError:
         return 0
+
+
+def _inserted(constraint: Constraint) -> bool:
+    """Whether `constraint` is a relayout this search inserted (named after a layout_cast,
+    stated at the op whose operand it converts)."""
+    origin = constraint.origin
+    return origin.op_name == LAYOUT_CAST and origin.op is not None \
+        and origin.op.name != LAYOUT_CAST
 
 
 def _cuttable(op: ir.Operation, var: Variable) -> bool:
