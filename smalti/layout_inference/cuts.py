@@ -14,7 +14,9 @@ For each independent part of the system without a solution:
 1. Cutting every use at once is the most relaxed the part can be: when even that has no
    solution (a shape no layout fits, a slice through every layout's tiles, a splat that a
    distributed value cannot become), no cut resolves the part and it is refused with the
-   usual explanation. When a short probe finds a solution with every relayout within warps
+   usual explanation. (With a variable per use, that search can run out of budget: a
+   large part is then refused alike, a small one is searched, and refused if nothing is
+   found.) When a short probe finds a solution with every relayout within warps
    (register moves, `shfl.sync`), only such relayouts are searched; else those through
    shared memory too (and step 3 still bounds each cut to the cheapest kind that solves).
 2. The smallest set of uses is found as MaxSAT solvers find minimum corrections
