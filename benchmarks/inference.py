@@ -28,6 +28,7 @@ stores included).
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import statistics
 import subprocess
@@ -85,16 +86,21 @@ def program(n_ops: int, kind: str = "dag", seed: int = 0) -> list[tuple]:
     return ops
 
 
+def _emitter(ops: list[tuple]) -> Callable[..., int]:
+    """`emit(kind, *operands)`: appends the op with the next value number, returns it."""
+    values = itertools.count()
+
+    def emit(*op: object) -> int:
+        number = next(values)
+        ops.append((op[0], number, *op[1:]))
+        return number
+    return emit
+
+
 def _mixed(n_ops: int, seed: int) -> list[tuple]:
     rng = random.Random(seed)
     ops: list[tuple] = []
-    count = 0
-
-    def emit(*op: object) -> int:
-        nonlocal count
-        ops.append((op[0], count, *op[1:]))
-        count += 1
-        return count - 1
+    emit = _emitter(ops)
 
     while ops_count(ops) < n_ops:
         ref = len(ops) % 8
@@ -113,13 +119,7 @@ def _mixed(n_ops: int, seed: int) -> list[tuple]:
 
 def _relayouts(n_ops: int) -> list[tuple]:
     ops: list[tuple] = []
-    count = 0
-
-    def emit(*op: object) -> int:
-        nonlocal count
-        ops.append((op[0], count, *op[1:]))
-        count += 1
-        return count - 1
+    emit = _emitter(ops)
 
     while ops_count(ops) < n_ops:
         ref = len(ops) % 8

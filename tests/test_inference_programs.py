@@ -15,17 +15,12 @@ from jaxlib.mlir import ir
 from smalti.dialect import DiagnosticError, attr_to_layouts, make_context, parse_module
 from smalti.dialect.attributes import layout_to_text
 from smalti.layout_inference import (
-    AllowedKinds,
-    Derived,
-    Equal,
     EquationSystem,
-    IsLayout,
     infer_function,
 )
-from smalti.layout_inference.equations import RelayoutAllowed
 from smalti.layout_inference.materialise import split_per_user
 from smalti.layout_inference.rules import RULES, RuleContext, is_vector
-from smalti.layout_inference.solver import fits, relayout_supported, too_dear
+from smalti.layout_inference.solver import fits, too_dear
 from smalti.tiling import (
     WGMMA_COL_LAYOUT,
     WGMMA_LAYOUT,
@@ -34,6 +29,7 @@ from smalti.tiling import (
     WGSplatLayout,
     WGStridedLayout,
 )
+from tests.constraint_oracle import constraint_holds
 
 MATRIX = "vector<128x128xf32>"
 ROW = "vector<128xf32>"
@@ -141,22 +137,6 @@ def _system(func: ir.Operation) -> tuple[EquationSystem, RuleContext]:
     return system, ctx
 
 
-def _holds(constraint, layout_of) -> bool:
-    match constraint:
-        case Equal(a=a, b=b):
-            return layout_of(a) == layout_of(b)
-        case IsLayout(var=var, layout=layout):
-            return layout_of(var) == layout
-        case AllowedKinds(var=var, kinds=kinds):
-            return isinstance(layout_of(var), tuple(kinds))
-        case Derived(target=target, source=source, expression=expression):
-            return expression.forward(layout_of(source)) == layout_of(target)
-        case RelayoutAllowed(source=source, target=target):
-            return relayout_supported(layout_of(source), layout_of(target), source.shape,
-                                      source.bitwidth)
-    raise AssertionError(constraint)
-
-
 def _exhaustive_solution_exists(system: EquationSystem) -> bool:
     """Plain backtracking over UNIVERSE: is there any satisfying assignment?"""
     variables = system.variables
@@ -177,7 +157,7 @@ def _exhaustive_solution_exists(system: EquationSystem) -> bool:
             if not fits(layout, var.shape) or too_dear(layout, var) is not None:
                 continue
             assignment[var.id] = layout
-            if all(_holds(c, layout_of) for c in by_last_var.get(var.id, ())) and extend(
+            if all(constraint_holds(c, layout_of) for c in by_last_var.get(var.id, ())) and extend(
                     index + 1):
                 return True
         del assignment[var.id]
@@ -225,4 +205,4 @@ def test_random_programs_are_solved_exactly(text):
         return written[var.id]
 
     for constraint in system.constraints:
-        assert _holds(constraint, layout_of), (constraint, text)
+        assert constraint_holds(constraint, layout_of), (constraint, text)

@@ -30,12 +30,6 @@ from smalti.dialect.attributes import attr_to_layouts, layout_to_text
 from smalti.layout_inference import explain_function
 from smalti.layout_inference.conflicts import explain
 from smalti.layout_inference.equations import (
-    AllowedKinds,
-    Derived,
-    Equal,
-    IsLayout,
-    RelayoutAllowed,
-    Requires,
     Variable,
     variables_of,
 )
@@ -60,6 +54,7 @@ from smalti.tiling import (
     WGStridedLayout,
 )
 from smalti.tiling.relayout import relayout_kind
+from tests.constraint_oracle import constraint_holds
 from tests.dsl_helpers import isolated_cache  # noqa: F401
 from tests.test_inference_conflicts import _equations
 
@@ -567,21 +562,7 @@ def _holds(item, layout_of) -> bool:
             return False
         return not in_warp or a == b or isinstance(a, WGSplatLayout) or relayout_kind(
             a, b, source.shape, source.bitwidth) in IN_WARP_KINDS
-    match item:
-        case Equal(a=a, b=b):
-            return layout_of(a) == layout_of(b)
-        case IsLayout(var=var, layout=layout):
-            return layout_of(var) == layout
-        case AllowedKinds(var=var, kinds=kinds):
-            return isinstance(layout_of(var), tuple(kinds))
-        case Derived(target=target, source=source, expression=expression):
-            return expression.forward(layout_of(source)) == layout_of(target)
-        case RelayoutAllowed(source=source, target=target):
-            return relayout_supported(layout_of(source), layout_of(target), source.shape,
-                                      source.bitwidth)
-        case Requires(var=var, test=test):
-            return test(layout_of(var)) is None
-    raise AssertionError(item)
+    return constraint_holds(item, layout_of)
 
 
 def _vars(item) -> tuple:
