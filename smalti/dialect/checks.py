@@ -23,6 +23,35 @@ def is_gmem_type(t: ir.Type) -> bool:
     return isinstance(t, ir.MemRefType) and ir.MemRefType(t).memory_space is None
 
 
+SYMMETRIC_SPACE = "symmetric"  # memref<...xT, "symmetric">: a collective kernel's scratch
+
+
+def is_symmetric_type(t: ir.Type) -> bool:
+    """A memref in the symmetric heap: global memory at the same offset on every device
+    (`memref<..., "symmetric">`)."""
+    if not isinstance(t, ir.MemRefType):
+        return False
+    space = ir.MemRefType(t).memory_space
+    return isinstance(space, ir.StringAttr) and ir.StringAttr(space).value == SYMMETRIC_SPACE
+
+
+def symmetric_memory_space() -> ir.Attribute:
+    """The memory space of symmetric memrefs (in the current context)."""
+    return ir.StringAttr.get(SYMMETRIC_SPACE)
+
+
+def check_symmetric_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefType:
+    """A symmetric memref of static shape; else a located error naming `what`."""
+    if not is_symmetric_type(value.type):
+        raise error_at(op, f"expects {what} to be a symmetric memref (memref<..., "
+                           f'"{SYMMETRIC_SPACE}">, from smalti.slice_symmetric), got '
+                           f"{value.type}")
+    ref = ir.MemRefType(value.type)
+    if not ref.has_static_shape:
+        raise error_at(op, f"expects {what} of static shape, got {ref}")
+    return ref
+
+
 def bitwidth(element_type: ir.Type) -> int:
     """Bits of one element of an integer, float or index type."""
     if isinstance(element_type, ir.IntegerType):

@@ -6,6 +6,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect import (  # noqa: F401  (defining the op classes registers them)
     ops,
+    ops_collective,
     ops_compute,
     ops_debug,
     ops_memory,

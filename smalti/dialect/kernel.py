@@ -16,9 +16,17 @@ from smalti.dialect.checks import row_major_strides
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.launch import (
     checked_cluster,
+    kernel_devices,
     kernel_grid,
+    kernel_mesh_axis,
     kernel_name,
     kernel_warpgroups,
+)
+from smalti.dialect.ops_collective import (
+    MultimemLoadReduceOp,
+    MultimemRedOp,
+    MultimemStoreOp,
+    SliceSymmetricOp,
 )
 from smalti.dialect.ops_debug import DebugPrintRecord, debug_print_records
 from smalti.dialect.ops_memory import SliceSmemOp
@@ -52,6 +60,26 @@ class TensorMapRecord:
 
 
 @dataclass(frozen=True)
+class CollectiveSpec:
+    """What a collective kernel needs of its launch: it runs once on each of `devices`
+    devices along `mesh_axis`, with `symmetric_bytes` of symmetric heap (the same offset on
+    every device), reached through a multicast mapping when `multimem`.
+
+    Its PTX takes three hidden `.u64` parameters after the debug buffer (if any):
+    `smalti_device`, the address of an i32 holding the device's index along the axis;
+    `smalti_peers`, the address of a table of `devices` u64s, entry p the address of device
+    p's symmetric heap; `smalti_multicast`, the multicast address of the heap (0 when the
+    kernel has no multimem op)."""
+
+    devices: int
+    mesh_axis: str
+    symmetric_bytes: int = 0
+    multimem: bool = False
+
+    HIDDEN_PARAMS = ("smalti_device", "smalti_peers", "smalti_multicast")
+
+
+@dataclass(frozen=True)
 class KernelSignature:
     name: str
     grid: tuple[int, int, int]
@@ -62,6 +90,7 @@ class KernelSignature:
     # smalti.debug_print ops; when any, a hidden `.param .u64 debug` follows the tensor maps
     debug_prints: tuple[DebugPrintRecord, ...] = ()
     cluster: tuple[int, int, int] = (1, 1, 1)  # CTAs per cluster (x, y, z)
+    collective: CollectiveSpec | None = None  # a kernel that reaches other devices
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -85,7 +114,29 @@ def kernel_signature(func: ir.Operation) -> KernelSignature:
     args = tuple(_kernel_arg(func, name, i, t) for i, t in enumerate(function_type.inputs))
     prints = debug_print_records(func, math.prod(grid) * warpgroups)
     return KernelSignature(name, grid, warpgroups, args, dynamic_smem_bytes(func),
-                           debug_prints=prints, cluster=cluster)
+                           debug_prints=prints, cluster=cluster,
+                           collective=collective_spec(func))
+
+
+def collective_spec(func: ir.Operation) -> CollectiveSpec | None:
+    """The kernel's `CollectiveSpec` (None: it reaches no other device)."""
+    devices = kernel_devices(func)
+    if devices is None:
+        return None
+    ends, multimem = [0], False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal multimem
+        view = op.operation.opview
+        if isinstance(view, SliceSymmetricOp):
+            end = view.end_bytes()
+            if end is not None:
+                ends.append(end)
+        multimem |= isinstance(view, MultimemStoreOp | MultimemLoadReduceOp | MultimemRedOp)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return CollectiveSpec(devices, kernel_mesh_axis(func), max(ends), multimem)
 
 
 def dynamic_smem_bytes(func: ir.Operation) -> int:

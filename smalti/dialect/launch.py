@@ -8,6 +8,12 @@ its cluster; the kernel's full signature is in `smalti.dialect.kernel`).
 
 `smalti.cluster` (default 1, 1, 1) groups the grid's CTAs into clusters that share
 distributed shared memory and TMA multicasts; the grid must be a whole number of clusters.
+
+A collective kernel (one that reaches other devices: smalti/dialect/ops_collective.py) runs
+once on each of `smalti.devices` devices along the mesh axis `smalti.mesh_axis`:
+
+    attributes {smalti.kernel, smalti.grid = array<i64: 4>, smalti.devices = 4 : i64,
+                smalti.mesh_axis = "x"}
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ KERNEL_ATTR = "smalti.kernel"
 GRID_ATTR = "smalti.grid"
 WARPGROUPS_ATTR = "smalti.warpgroups"
 CLUSTER_ATTR = "smalti.cluster"
+DEVICES_ATTR = "smalti.devices"
+MESH_AXIS_ATTR = "smalti.mesh_axis"
+DEFAULT_MESH_AXIS = "x"
+MAX_DEVICES = 64  # devices one collective kernel may span (a peer table of u64s each)
 MAX_PORTABLE_CLUSTER = 8  # CTAs per cluster every sm_90 launch supports (16 needs an opt-in)
 
 Dims = tuple[int, int, int]
@@ -104,3 +114,25 @@ def kernel_cluster(func: ir.Operation) -> Dims | None:
         return checked_cluster(func)
     except DiagnosticError:
         return None
+
+
+def kernel_devices(func: ir.Operation) -> int | None:
+    """The kernel's `smalti.devices` (None: not a collective kernel); a located error if
+    malformed."""
+    if DEVICES_ATTR not in func.attributes:
+        return None
+    attr = func.attributes[DEVICES_ATTR]
+    if not isinstance(attr, ir.IntegerAttr) or not 1 <= ir.IntegerAttr(attr).value <= MAX_DEVICES:
+        raise error_at(func, f"'{DEVICES_ATTR}' must be an integer from 1 to {MAX_DEVICES}, "
+                             f"got {attr}")
+    return ir.IntegerAttr(attr).value
+
+
+def kernel_mesh_axis(func: ir.Operation) -> str:
+    """The mesh axis a collective kernel's devices lie along (default "x")."""
+    if MESH_AXIS_ATTR not in func.attributes:
+        return DEFAULT_MESH_AXIS
+    attr = func.attributes[MESH_AXIS_ATTR]
+    if not isinstance(attr, ir.StringAttr) or not ir.StringAttr(attr).value:
+        raise error_at(func, f"'{MESH_AXIS_ATTR}' must be a non-empty string, got {attr}")
+    return ir.StringAttr(attr).value

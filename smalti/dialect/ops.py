@@ -13,24 +13,27 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import is_workgroup_address_space
-from smalti.dialect.checks import constant_index
+from smalti.dialect.checks import SYMMETRIC_SPACE, constant_index, is_symmetric_type
 from smalti.dialect.definition import LAYOUT, Attr, Effect, Operand, Result, SmaltiOp
 from smalti.dialect.diagnostics import error_at
 from smalti.tiling import LayoutError, check_layout_fits
 
 
-def _check_memory_access(op: ir.Operation, vector: ir.Value, ref: ir.Value,
-                         indices: list[ir.Value], what: str) -> None:
-    """Shared checks of vector_load and vector_store: types, ranks, static bounds."""
+def check_memory_access(op: ir.Operation, vector: ir.Value, ref: ir.Value,
+                        indices: list[ir.Value], what: str) -> None:
+    """Shared checks of the ops that move a vector to or from a memref slice (vector_load,
+    vector_store, the multimem ops): types, ranks, static bounds."""
     if not isinstance(ref.type, ir.MemRefType):
         raise error_at(op, f"expects a memref to {what}, got {ref.type}")
     if not isinstance(vector.type, ir.VectorType):
         raise error_at(op, f"expects a vector value, got {vector.type}")
     ref_type, vector_type = ir.MemRefType(ref.type), ir.VectorType(vector.type)
     space = ref_type.memory_space
-    if space is not None and not is_workgroup_address_space(space):
-        raise error_at(op, f"memory space {space} is not supported; vector_load and "
-                           "vector_store access global or shared (workgroup) memory")
+    if not (space is None or is_workgroup_address_space(space)
+            or is_symmetric_type(ref_type)):
+        raise error_at(op, f"memory space {space} is not supported; vectors are loaded from "
+                           f'and stored to global, "{SYMMETRIC_SPACE}" or shared (workgroup) '
+                           "memory")
     if not ref_type.has_static_shape:
         raise error_at(op, f"expects a memref of static shape, got {ref_type}")
     if ref_type.element_type != vector_type.element_type:
@@ -66,7 +69,7 @@ class VectorLoadOp(SmaltiOp):
     result = Result("the loaded vector")
 
     def verify_op(self) -> None:
-        _check_memory_access(self.operation, self.result, self.source, self.indices,
+        check_memory_access(self.operation, self.result, self.source, self.indices,
                              "load from")
 
 
@@ -81,7 +84,7 @@ class VectorStoreOp(SmaltiOp):
     indices = Operand("the slice's start, one index per dim", variadic=True)
 
     def verify_op(self) -> None:
-        _check_memory_access(self.operation, self.value, self.destination, self.indices,
+        check_memory_access(self.operation, self.value, self.destination, self.indices,
                              "store to")
 
 

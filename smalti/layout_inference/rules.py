@@ -15,7 +15,19 @@ from jaxlib.mlir.dialects import arith, memref, scf, vector
 from jaxlib.mlir.dialects import math as math_ops
 
 from smalti.dialect.checks import bitwidth, element_bytes, is_smem_type
+from smalti.dialect.definition import SmaltiOp
 from smalti.dialect.ops import LayoutCastOp, VectorLoadOp, VectorStoreOp
+from smalti.dialect.ops_collective import (
+    DeviceCountOp,
+    DeviceIndexOp,
+    MultimemLoadReduceOp,
+    MultimemRedOp,
+    MultimemStoreOp,
+    RemoteRefOp,
+    SemaphoreSignalOp,
+    SemaphoreWaitOp,
+    SliceSymmetricOp,
+)
 from smalti.dialect.ops_compute import BroadcastInDimOp, IotaOp, OptimizationBarrierOp
 from smalti.dialect.ops_debug import DebugPrintOp
 from smalti.dialect.ops_memory import (
@@ -205,15 +217,17 @@ def _vector_store(ctx: RuleContext, op: VectorStoreOp) -> None:
         ctx.var(op.destination)
 
 
-def _memory_access(ctx: RuleContext, value: ir.Value, verb: str) -> None:
+def _memory_access(ctx: RuleContext, value: ir.Value, verb: str,
+                   name: str | None = None) -> None:
     """Memory ops take any distributed layout and prefer the widest strided one (an i1 is
-    a byte in memory: 16 of them make the widest access, not 128)."""
+    a byte in memory: 16 of them make the widest access, not 128). `name` is the op's, for
+    explanations (default vector_load / vector_store)."""
+    name = name or f"vector_{verb[:-1]}"
     var = ctx.var(value)
     strided = widest_strided_layout(var.shape, max(var.bitwidth, 8))
     if strided is not None:
-        ctx.hint(value, strided, PREFERRED, f"vector_{verb[:-1]} prefers wide strided accesses")
-    ctx.allow(value, MEMORY_LAYOUT_KINDS, f"vector_{verb[:-1]} {verb} a distributed layout, "
-                                          "not a splat")
+        ctx.hint(value, strided, PREFERRED, f"{name} prefers wide strided accesses")
+    ctx.allow(value, MEMORY_LAYOUT_KINDS, f"{name} {verb} a distributed layout, not a splat")
 
 
 @rule(LayoutCastOp)
@@ -334,6 +348,29 @@ def _smem_view(ctx: RuleContext, op: memref.SubViewOp | memref.CastOp) -> None:
 
 
 # Shared memory, barriers, TMA and wgmma.
+
+@rule(SliceSymmetricOp, RemoteRefOp, DeviceIndexOp, DeviceCountOp, SemaphoreSignalOp,
+      SemaphoreWaitOp)
+def _collective_scalars(ctx: RuleContext, op: SmaltiOp) -> None:
+    """Symmetric refs are global memory (no transforms) and device indices are scalars:
+    these ops constrain nothing."""
+    del ctx, op
+
+
+@rule(MultimemStoreOp)
+def _multimem_store(ctx: RuleContext, op: MultimemStoreOp) -> None:
+    _memory_access(ctx, op.value, "stores", "multimem_store")
+
+
+@rule(MultimemRedOp)
+def _multimem_red(ctx: RuleContext, op: MultimemRedOp) -> None:
+    _memory_access(ctx, op.value, "reduces", "multimem_red")
+
+
+@rule(MultimemLoadReduceOp)
+def _multimem_load_reduce(ctx: RuleContext, op: MultimemLoadReduceOp) -> None:
+    _memory_access(ctx, op.result, "loads", "multimem_load_reduce")
+
 
 @rule(SliceSmemOp)
 def _slice_smem(ctx: RuleContext, op: SliceSmemOp) -> None:

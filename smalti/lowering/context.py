@@ -59,6 +59,18 @@ class DebugBuffer:
     records: tuple[DebugPrintRecord, ...]
 
 
+@dataclass(frozen=True)
+class CollectiveParams:
+    """A collective kernel's hidden parameters, read once at its entry: the device's index
+    along the mesh axis (.u32), the global address of the peer table, of the device's own
+    symmetric heap, and the multicast address of the heap (smalti.lowering.collective)."""
+
+    device: Register
+    peers: Register
+    own_heap: Register
+    multicast: Register
+
+
 def _source(location: ir.Location) -> SourceLocation | None:
     """Where an op comes from, for the `.loc` of the instructions it lowers to."""
     position = file_line_col(location)
@@ -85,6 +97,7 @@ class LoweringContext:
         self.tensor_maps: dict[TensorMapKey, Register] = {}  # generic address of each map
         self.tensor_map_records: tuple[TensorMapRecord, ...] = ()  # the maps it takes
         self.debug_buffer: DebugBuffer | None = None
+        self.collective: CollectiveParams | None = None
         self.smem_declared = False  # the dynamic shared buffer's .extern .shared
         # Byte ranges of the barrier arrays other CTAs signal (None: not computed yet).
         self.peer_barriers: tuple[tuple[int, float], ...] | None = None

@@ -14,6 +14,7 @@ from smalti.dialect.launch import kernel_functions
 from smalti.lowering import (  # noqa: F401  (defining the rules registers them)
     barriers,
     bitcast,
+    collective,
     compare,
     constants,
     control,
@@ -62,7 +63,9 @@ def lower_module(module: ir.Operation) -> LoweredModule:
         raise error_at(module.location, "no kernel to lower: mark a func.func with "
                                         "'smalti.kernel'")
     kernels, module_scope = _hoist_module_scope(tuple(kernel for kernel, _ in lowered))
-    ptx = Module(version=PTX_VERSION, target=TARGET, kernels=kernels, globals=module_scope)
+    multimem = any(s.collective is not None and s.collective.multimem for _, s in lowered)
+    version = collective.MULTIMEM_PTX_VERSION if multimem else PTX_VERSION
+    ptx = Module(version=version, target=TARGET, kernels=kernels, globals=module_scope)
     return LoweredModule(ptx, {signature.name: signature for _, signature in lowered})
 
 
@@ -114,6 +117,7 @@ def lower_kernel(func: ir.Operation) -> tuple[Kernel, KernelSignature]:
             ctx.set(value, ScalarValue(reg, element, 1))
     tma.declare_tensor_maps(ctx, func)
     debug.declare_debug_buffer(ctx, func)
+    collective.declare_collective_params(ctx)
     ctx.lower_block(entry)
     return builder.build(), dataclasses.replace(signature, tensor_maps=ctx.tensor_map_records)
 

@@ -45,7 +45,7 @@ class Access:
     count: int
 
 
-def _index_offset(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
+def slice_offset(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
                   indices: list[ir.Value]) -> ScalarValue:
     """Byte offset of the slice origin: sum of index * stride * element size (uniform)."""
     total = constant_scalar(0)
@@ -121,7 +121,7 @@ def _add_address(ctx: LoweringContext, base: Register, offset: Register | Scalar
             return ctx.builder.compute("add.s64", "u64", base, offset)
 
 
-def _accesses(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
+def global_accesses(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
               index_offset: ScalarValue, layout: Layout, shape: tuple[int, ...]
               ) -> Iterator[tuple[int, Access]]:
     """(register vector, access) pairs covering every element this thread holds, the slice
@@ -177,7 +177,7 @@ def _vector_load(ctx: LoweringContext, op: VectorLoadOp) -> None:
     shape = tuple(ir.VectorType(result.type).shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
     buffer = ctx.buffer(op, op.source)
-    ctx.set(result, load_global(ctx, op, buffer, _index_offset(ctx, op, buffer, op.indices),
+    ctx.set(result, load_global(ctx, op, buffer, slice_offset(ctx, op, buffer, op.indices),
                                 layout, shape))
 
 
@@ -191,7 +191,7 @@ def load_global(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
     dist = layout.distribution(shape)
     pack = elements_per_register(element, dist.vector_length)
     loader = Loader(ctx, "global", element, pack, dist.num_registers)
-    for register, access in _accesses(ctx, op, buffer, index_offset, layout, shape):
+    for register, access in global_accesses(ctx, op, buffer, index_offset, layout, shape):
         loader.load(register, access.count, Address(access.address, access.offset))
     return FragmentedArray(layout, shape, element, loader.result(), dist.vector_length)
 
@@ -210,7 +210,7 @@ def _vector_store(ctx: LoweringContext, op: VectorStoreOp) -> None:
     guard = None if isinstance(layout, WGSplatLayout) else ctx.first_copy(
         layout.distribution(array.shape))
     storer = Storer(ctx, "global", array, guard)
-    index_offset = _index_offset(ctx, op, buffer, op.indices)
-    for register, access in _accesses(ctx, op, buffer, index_offset, layout, array.shape):
+    index_offset = slice_offset(ctx, op, buffer, op.indices)
+    for register, access in global_accesses(ctx, op, buffer, index_offset, layout, array.shape):
         storer.store(register, access.first, access.count,
                      Address(access.address, access.offset))

@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from smalti.dialect.attributes import layout_to_text, text_to_layout
-from smalti.dialect.kernel import KernelArg, KernelSignature, TensorMapRecord
+from smalti.dialect.kernel import CollectiveSpec, KernelArg, KernelSignature, TensorMapRecord
 from smalti.dialect.ops_debug import DebugPrintRecord
 
 
@@ -35,7 +35,9 @@ def signature_from_data(data: dict) -> KernelSignature:
             **d, "shape": tuple(d["shape"]),
             "layout": None if d["layout"] is None else text_to_layout(d["layout"])})
             for d in data.get("debug_prints", ())),
-        cluster=tuple(data.get("cluster", (1, 1, 1))))
+        cluster=tuple(data.get("cluster", (1, 1, 1))),
+        collective=None if data.get("collective") is None
+        else CollectiveSpec(**data["collective"]))
 
 
 def signature_to_json(signature: KernelSignature) -> str:

@@ -12,7 +12,7 @@ from smalti.dialect.kernel import KernelSignature
 from smalti.dialect.ops_debug import HEADER_BYTES, DebugPrintRecord
 from smalti.runtime.compiler import CompiledModule
 from smalti.runtime.tensor_maps import sim_tensor_maps
-from smalti.sim import run_ptx
+from smalti.sim import PeerTable, run_ptx, run_ptx_devices
 from smalti.tiling import WGSplatLayout
 
 NUMPY_DTYPES: dict[str, np.dtype] = {
@@ -90,6 +90,57 @@ def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None,
     if debug:
         print_debug_buffer(signature, debug[0], print_fn)
     return buffers
+
+
+def run_simulated_devices(compiled: CompiledModule, args_per_device: list[tuple] | list[list],
+                          *, kernel: str | None = None,
+                          print_fn: Callable[[str], None] | None = None, **options
+                          ) -> list[list]:
+    """Run a collective kernel on `len(args_per_device)` simulated devices at once (device
+    d with copies of `args_per_device[d]`, its index d along the mesh axis); each device's
+    arguments after the run. The kernel must be compiled for that many devices. `options`
+    are run_simulated's."""
+    signature = compiled.signature(kernel)
+    spec = signature.collective
+    devices = len(args_per_device)
+    if spec is None:
+        raise ValueError(f"kernel @{signature.name} is not collective (it has no "
+                         "'smalti.devices'); run it with run_simulated")
+    if devices != spec.devices:
+        raise ValueError(f"kernel @{signature.name} is compiled for {spec.devices} devices "
+                         f"(its 'smalti.devices'); {devices} were given arguments")
+    cluster = launch_cluster(signature, options.pop("cluster", None))
+    buffers = [[a.copy() if isinstance(a, np.ndarray) else a
+                for a in check_arguments(signature, tuple(args))] for args in args_per_device]
+    debug = [[np.zeros(signature.debug_buffer_bytes, np.uint8)] if signature.debug_prints
+             else [] for _ in range(devices)]
+    heaps = [np.zeros(max(spec.symmetric_bytes, 1), np.uint8) for _ in range(devices)]
+    run_ptx_devices(
+        compiled.ptx, signature.name, signature.grid, signature.block,
+        [[*buffers[d], *sim_tensor_maps(signature, buffers[d]), *debug[d],
+          *collective_arguments(signature, d)] for d in range(devices)],
+        symmetric=heaps, shared_bytes=signature.smem_bytes,
+        cluster=None if cluster == (1, 1, 1) else cluster, **options)
+    for d in range(devices):
+        if debug[d]:
+            print_debug_buffer(signature, debug[d][0],
+                               lambda line, d=d: (print_fn or _print_stderr)(
+                                   f"[device {d}] {line}"))
+    return buffers
+
+
+def collective_arguments(signature: KernelSignature, device: int) -> list:
+    """The hidden arguments of a collective kernel on simulated device `device`: its index,
+    the peer table, the multicast address of the symmetric heap (CollectiveSpec)."""
+    spec = signature.collective
+    assert spec is not None
+    if spec.multimem:
+        from smalti.sim import Multicast
+
+        multicast: object = Multicast()
+    else:
+        multicast = np.uint64(0)
+    return [np.array([device], np.int32), PeerTable(), multicast]
 
 
 def print_debug_buffer(signature: KernelSignature, buffer: object,
