@@ -54,14 +54,15 @@ def _ops_in_lowering_tests() -> set[str]:
 
 
 def _simulated_tests() -> str:
-    """The text of every pytest file that runs kernels in the simulator, and of the examples
-    (tests run each of them against numpy: tests/test_readme_main_job.py, test_dsl_*.py)."""
+    """The text of every pytest file that runs kernels in the simulator (on one device or
+    several), and of the examples (tests run each of them against numpy:
+    tests/test_readme_main_job.py, test_dsl_*.py, test_collectives.py)."""
     texts = [path.read_text() for path in sorted((ROOT / "tests").glob("test_*.py"))
              if path.name != Path(__file__).name]
     examples = [path.read_text() for path in sorted((ROOT / "examples").iterdir())
                 if path.suffix in (".py", ".mlir")]
-    return "\n".join([t for t in texts if "run_simulated(" in t or "jax.jit(" in t]
-                     + examples)
+    runs = ("run_simulated(", "run_simulated_devices(", "jax.jit(")
+    return "\n".join([t for t in texts if any(run in t for run in runs)] + examples)
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ from smalti.dialect.definition import (
     SmaltiOp,
     Trait,
 )
-from smalti.dialect.diagnostics import error_at
+from smalti.dialect.diagnostics import DiagnosticError, error_at
 from smalti.dialect.launch import (
     DEVICES_ATTR,
     enclosing_kernel,
@@ -70,24 +70,36 @@ RED_REDUCTIONS = {**dict.fromkeys(FLOAT_TYPES, ("add",)),
                   **dict.fromkeys(INTEGER_TYPES, INTEGER_REDUCTIONS)}
 
 
-def collective_devices(op: ir.Operation) -> int:
-    """The device count of the collective kernel enclosing `op`; a located error when the
-    op is not in a kernel with `smalti.devices`."""
+def collective_devices(op: ir.Operation) -> int | None:
+    """The device count of the collective kernel enclosing `op` (None when its
+    `smalti.devices` is malformed: the kernel's own check reports that, once); a located
+    error when the op is not in a kernel with `smalti.devices`."""
     func = enclosing_kernel(op)
-    devices = None if func is None else kernel_devices(func)
-    if devices is None:
+    if func is None or DEVICES_ATTR not in func.attributes:
         raise error_at(op, f"needs an enclosing kernel with '{DEVICES_ATTR}' (a collective "
                            "kernel: the devices it runs on)")
-    return devices
+    try:
+        return kernel_devices(func)
+    except DiagnosticError:
+        return None
 
 
-def _check_device(op: ir.Operation, value: ir.Value, devices: int) -> None:
+def _constant_device(value: ir.Value) -> int | None:
+    """The value of an `arith.constant` of type index or i32, or None."""
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+        return None
+    attr = owner.operation.attributes["value"]
+    return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
+
+
+def _check_device(op: ir.Operation, value: ir.Value, devices: int | None) -> None:
     """`value` names a device: an index or i32, below `devices` when it is a constant."""
     if not (isinstance(value.type, ir.IndexType)
             or (isinstance(value.type, ir.IntegerType) and ir.IntegerType(value.type).width == 32)):
         raise error_at(op, f"the device must be an index or i32, got {value.type}")
-    device = constant_index(value)
-    if device is not None and not 0 <= device < devices:
+    device = _constant_device(value)
+    if devices is not None and device is not None and not 0 <= device < devices:
         raise error_at(op, f"device {device} is out of range for the kernel's {devices} "
                            "devices")
 
@@ -95,9 +107,14 @@ def _check_device(op: ir.Operation, value: ir.Value, devices: int) -> None:
 def _check_axis(op: ir.Operation, axis: str | None) -> None:
     """An op's `axis`, when written, is the kernel's mesh axis."""
     func = enclosing_kernel(op)
-    if axis is not None and func is not None and axis != kernel_mesh_axis(func):
-        raise error_at(op, f"axis \"{axis}\" is not the kernel's mesh axis "
-                           f"\"{kernel_mesh_axis(func)}\"")
+    if axis is None or func is None:
+        return
+    try:
+        mesh_axis = kernel_mesh_axis(func)
+    except DiagnosticError:
+        return  # malformed: the kernel's own check reports it
+    if axis != mesh_axis:
+        raise error_at(op, f"axis \"{axis}\" is not the kernel's mesh axis \"{mesh_axis}\"")
 
 
 class SliceSymmetricOp(SmaltiOp):
@@ -151,6 +168,8 @@ class DeviceCountOp(SmaltiOp):
     """The number of devices along the kernel's mesh axis (its `smalti.devices`)."""
 
     OPERATION_NAME = "smalti.device_count"
+    # The DSL's sd.device_count() is static (an int, as sd.num_programs is): it needs no op.
+    USER_FACING = False
 
     axis = Attr(STRING, "the mesh axis (the kernel's)", optional=True)
     result = Result("the count")

@@ -15,12 +15,16 @@ from jaxlib.mlir import ir
 from smalti.dialect.context import make_context
 from smalti.dialect.launch import (
     CLUSTER_ATTR,
+    DEVICES_ATTR,
     GRID_ATTR,
     KERNEL_ATTR,
+    MAX_DEVICES,
     MAX_PORTABLE_CLUSTER,
+    MESH_AXIS_ATTR,
     WARPGROUPS_ATTR,
 )
 from smalti.dialect.ops_sync import ClusterBarrierOp, InitializeBarrierOp
+from smalti.dsl.collective import allocate_symmetric, plan_symmetric
 from smalti.dsl.dtypes import mlir_type
 from smalti.dsl.refs import Ref
 from smalti.dsl.smem import Placement, plan_smem
@@ -49,6 +53,9 @@ class LaunchOptions:
     out_shape: object
     in_specs: tuple[object, ...] | None
     smem: object = ()
+    mesh_axis: str | None = None  # a collective kernel's mesh axis
+    devices: int | None = None  # its devices along it (None: the axis's size at the call)
+    symmetric: tuple[object, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class Traced:
     grid: tuple[int, ...]
     smem_bytes: int = 0
     cluster: tuple[int, int, int] = (1, 1, 1)
+    devices: int | None = None  # a collective kernel's
 
     @property
     def mlir(self) -> str:
@@ -79,7 +87,7 @@ class Kernel:
         self.name = re.sub(r"\W", "_", name or fn.__name__)
         self.arch = arch
         self.params = [p.name for p in inspect.signature(fn).parameters.values()]
-        self._compiled: dict[tuple[ArraySpec, ...], tuple[Traced, CompiledKernel]] = {}
+        self._compiled: dict[tuple, tuple[Traced, CompiledKernel]] = {}
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -102,23 +110,46 @@ class Kernel:
             raise TypeError(f"kernel {self.name} takes {count} input arrays, got {len(args)}")
         return tuple(specs)
 
-    def trace(self, *args: Any) -> Traced:
-        """Trace the body for the specs of `args` (arrays or jax.ShapeDtypeStructs)."""
+    def devices(self) -> int | None:
+        """A collective kernel's device count: `devices=`, else the size of its mesh axis
+        in the shard_map being traced (ValueError outside one); None if not collective."""
+        axis = self.options.mesh_axis
+        if axis is None or self.options.devices is not None:
+            return self.options.devices
+        import jax
+
+        manual = tuple(getattr(jax.sharding.get_abstract_mesh(), "manual_axes", ()) or ())
+        if axis not in manual:
+            raise ValueError(f"kernel {self.name} is collective over mesh axis '{axis}': call "
+                             f"it inside jax.shard_map over a mesh with that axis, or give "
+                             f"sd.kernel(..., devices=N) to compile it for N devices")
+        return int(jax.lax.axis_size(axis))
+
+    def trace(self, *args: Any, devices: int | None = None) -> Traced:
+        """Trace the body for the specs of `args` (arrays or jax.ShapeDtypeStructs); a
+        collective kernel for `devices` devices (default: `self.devices()`)."""
         inputs = self.input_specs(args)
-        outputs, single = out_specs(resolve(self.options.out_shape, inputs), self.name)
-        placements, smem_bytes = plan_smem(resolve(self.options.smem, inputs), self.name)
-        if len(self.params) != len(inputs) + len(outputs) + len(placements):
-            smem = f" and {len(placements)} shared-memory refs" if placements else ""
+        devices = self.devices() if devices is None else devices
+        outputs, single = out_specs(resolve(self.options.out_shape, inputs, devices),
+                                    self.name)
+        placements, smem_bytes = plan_smem(resolve(self.options.smem, inputs, devices),
+                                           self.name)
+        symmetric = plan_symmetric(resolve(self.options.symmetric, inputs, devices), self.name)
+        if len(self.params) != len(inputs) + len(outputs) + len(placements) + len(symmetric):
+            smem = f", {len(placements)} shared-memory refs" if placements else ""
+            heap = f", {len(symmetric)} symmetric refs" if symmetric else ""
             raise TypeError(f"kernel {self.name} takes {len(self.params)} refs "
                             f"({', '.join(self.params)}) but is called with {len(inputs)} "
-                            f"inputs and declares {len(outputs)} outputs{smem}")
-        grid = normalize_grid(resolve(self.options.grid, inputs), self.name)
+                            f"inputs and declares {len(outputs)} outputs{smem}{heap}")
+        grid = normalize_grid(resolve(self.options.grid, inputs, devices), self.name)
         check_cluster(grid, self.options.cluster, self.name)
-        module = self._build(inputs + outputs, grid, placements)
-        return Traced(module, inputs, outputs, single, grid, smem_bytes, self.options.cluster)
+        module = self._build(inputs + outputs, grid, placements, symmetric, devices)
+        return Traced(module, inputs, outputs, single, grid, smem_bytes, self.options.cluster,
+                      devices)
 
     def _build(self, refs: tuple[ArraySpec, ...], grid: tuple[int, ...],
-               placements: tuple[Placement, ...]) -> ir.Operation:
+               placements: tuple[Placement, ...], symmetric: tuple = (),
+               devices: int | None = None) -> ir.Operation:
         code = self.fn.__code__
         context = make_context()
         with context, ir.Location.file(code.co_filename, code.co_firstlineno, 1) as location:
@@ -134,17 +165,24 @@ class Kernel:
             }
             if self.options.cluster != (1, 1, 1):
                 attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get(list(self.options.cluster))
+            if devices is not None:
+                attributes[DEVICES_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                              devices)
+                attributes[MESH_AXIS_ATTR] = ir.StringAttr.get(self.options.mesh_axis or "x")
             with ir.InsertionPoint(module.body):
                 func = ir.Operation.create("func.func", attributes=attributes, regions=1,
                                            loc=location)
             block = func.regions[0].blocks.append(*types)
             info = TraceInfo(self.name, (*grid, 1, 1)[:3], self.options.warpgroups,
-                             self.options.cluster)
+                             self.options.cluster, devices)
             with ir.InsertionPoint(block), tracing(info):
                 arguments = [Ref(arg, param) for arg, param in
                              zip(block.arguments, self.params, strict=False)]
-                scratch = allocate(placements, self.params[len(arguments):])
-                result = self.fn(*arguments, *scratch)
+                first = len(arguments)
+                scratch = allocate(placements, self.params[first:first + len(placements)])
+                heap = allocate_symmetric(
+                    symmetric, self.params[len(arguments) + len(scratch):])
+                result = self.fn(*arguments, *scratch, *heap)
                 if result is not None:
                     raise TypeError(f"kernel {self.name} ({code.co_filename}:"
                                     f"{code.co_firstlineno}) must return None: outputs are "
@@ -154,12 +192,15 @@ class Kernel:
                 publish_barrier_inits(block)
         return module.operation
 
-    def compile(self, *args: Any) -> tuple[Traced, CompiledKernel]:
-        """Trace and compile for the specs of `args` (cached per signature and by content)."""
-        key = self.input_specs(args)
+    def compile(self, *args: Any, devices: int | None = None
+                ) -> tuple[Traced, CompiledKernel]:
+        """Trace and compile for the specs of `args` (cached per signature and by content);
+        a collective kernel for `devices` devices (default: `self.devices()`)."""
+        devices = self.devices() if devices is None else devices
+        key = (*self.input_specs(args), devices)
         hit = self._compiled.get(key)
         if hit is None:
-            traced = self.trace(*args)
+            traced = self.trace(*args, devices=devices)
             hit = (traced, compile_kernel(traced.module, arch=self.arch))
             self._compiled[key] = hit
         return hit
@@ -194,7 +235,8 @@ def publish_barrier_inits(block: ir.Block) -> None:
 
 def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
            cluster: tuple[int, ...] = (1, 1, 1), in_specs: tuple[object, ...] | None = None,
-           smem: object = (), name: str | None = None, arch: str = DEFAULT_ARCH
+           smem: object = (), mesh_axis: str | None = None, devices: int | None = None,
+           symmetric: object = (), name: str | None = None, arch: str = DEFAULT_ARCH
            ) -> Callable[[Callable[..., None]], Kernel]:
     """Decorate `body(*input_refs, *output_refs, *smem_refs)` into a Kernel.
 
@@ -208,7 +250,11 @@ def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
     `cluster` (1 to 3 ints, at most 8 blocks) groups the grid's blocks into clusters that run
     together: `sd.cluster_id`, `sd.block_id_in_cluster` and `sd.cluster_rank` say where a
     block is, and `sd.async_copy(..., collective=axis)` shares one TMA load among the
-    blocks of a cluster along `axis` (each loads a part and multicasts it)."""
+    blocks of a cluster along `axis` (each loads a part and multicasts it).
+    `mesh_axis` makes a collective kernel (smalti.dsl.collective): it runs on every device of
+    that axis of the `jax.shard_map` it is called in (`devices`, when given, is their count;
+    otherwise the axis's size at the call), and `symmetric` declares its symmetric buffers
+    and semaphores (sd.Symmetric, sd.Semaphores), one more body parameter each."""
     if not isinstance(warpgroups, int) or warpgroups < 1:
         raise ValueError(f"warpgroups must be a positive int, got {warpgroups!r}")
     cluster_dims = (*tuple(cluster), 1, 1)[:3]
@@ -217,9 +263,17 @@ def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
     if math.prod(cluster_dims) > MAX_PORTABLE_CLUSTER:
         raise ValueError(f"cluster {cluster!r} has {math.prod(cluster_dims)} blocks; a portable "
                          f"cluster has at most {MAX_PORTABLE_CLUSTER}")
+    if mesh_axis is None and (devices is not None or symmetric):
+        raise ValueError("devices= and symmetric=[...] are for collective kernels: give the "
+                         "mesh axis they run along, sd.kernel(..., mesh_axis='x')")
+    if mesh_axis is not None and (not isinstance(mesh_axis, str) or not mesh_axis):
+        raise ValueError(f"mesh_axis must be a mesh axis name, got {mesh_axis!r}")
+    if devices is not None and (not isinstance(devices, int) or not 1 <= devices <= MAX_DEVICES):
+        raise ValueError(f"devices must be an int from 1 to {MAX_DEVICES}, got {devices!r}")
     options = LaunchOptions(grid, warpgroups, cluster_dims, out_shape,
                             None if in_specs is None else tuple(in_specs),
-                            tuple(smem) if isinstance(smem, list) else smem)
+                            tuple(smem) if isinstance(smem, list) else smem, mesh_axis, devices,
+                            tuple(symmetric) if isinstance(symmetric, list) else symmetric)
 
     def decorate(fn: Callable[..., None]) -> Kernel:
         if not callable(smem):  # a static declaration is checked (e.g. its size) right away

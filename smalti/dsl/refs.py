@@ -10,6 +10,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import vector
 
+from smalti.dialect.checks import is_smem_type
 from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
 from smalti.dsl.array import Array, Shape, scalar_array, vector_type
 from smalti.dsl.dtypes import numpy_dtype
@@ -59,7 +60,7 @@ class Ref:
         self.name = name
         self.shape: Shape = tuple(memref.shape)
         self.dtype: np.dtype = numpy_dtype(memref.element_type)
-        self.is_smem = memref.memory_space is not None
+        self.is_smem = is_smem_type(memref)
 
     @property
     def value(self) -> ir.Value:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -47,9 +48,14 @@ def check_expected(spec: ArraySpec, expected: object, what: str) -> None:
         raise ValueError(f"{what} must have shape {want.shape}, got {spec.shape}")
 
 
-def resolve(value: object, inputs: Sequence[ArraySpec]) -> object:
-    """A decorator option given as a callable of the input specs, evaluated for `inputs`."""
-    return value(*inputs) if isinstance(value, Callable) else value
+def resolve(value: object, inputs: Sequence[ArraySpec], devices: int | None = None) -> object:
+    """A decorator option given as a callable of the input specs, evaluated for `inputs`
+    (and, for a collective kernel, `devices=` its device count when it takes that keyword)."""
+    if not isinstance(value, Callable):
+        return value
+    if devices is not None and "devices" in inspect.signature(value).parameters:
+        return value(*inputs, devices=devices)
+    return value(*inputs)
 
 
 def normalize_grid(grid: object, name: str) -> tuple[int, ...]:

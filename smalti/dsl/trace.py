@@ -30,6 +30,7 @@ class TraceInfo:
     grid: tuple[int, int, int]
     warpgroups: int
     cluster: tuple[int, int, int] = (1, 1, 1)
+    devices: int | None = None  # a collective kernel's devices along its mesh axis
     # The warpgroup_regions traced so far (smalti.dsl.regions.Role), to check their use.
     roles: list = field(default_factory=list, compare=False)
     # Where each collective async_copy was traced (smalti.dsl.locations.SourcePosition).

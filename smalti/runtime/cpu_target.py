@@ -6,6 +6,10 @@ Being an ordinary custom call whose attributes are the PTX and the signature (JS
 path lowers next to the CUDA one for several platforms, serializes with `jax.export`, and
 runs again in any process that has registered it (`register_cpu_target`). A failing kernel
 comes back as one error from the call, whose message names the kernel.
+
+A collective kernel's call has one more input, last: i32[2], the device's index along the
+kernel's mesh axis and its group (its position along the mesh's other axes). The calls of
+one group meet (smalti.runtime.rendezvous) and run as one simulated launch over its devices.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from smalti.dialect.kernel import KernelSignature
 from smalti.runtime.cache import CompiledKernel, cache_directory
 from smalti.runtime.compiler import CompiledModule
 from smalti.runtime.launcher import load
+from smalti.runtime.rendezvous import Rendezvous
 from smalti.runtime.signatures import signature_from_json, signature_to_json
-from smalti.runtime.simulate import NUMPY_DTYPES, run_simulated
+from smalti.runtime.simulate import NUMPY_DTYPES, run_simulated, run_simulated_devices
 
 TARGET_NAME = "smalti_simulate"
 HANDLER_SYMBOL = "SmaltiSimulate"
@@ -34,6 +39,7 @@ _SIMULATE_FN = ctypes.CFUNCTYPE(
 
 # XLA may run independent custom calls on several threads; the simulator runs one at a time.
 _RUN_LOCK = threading.Lock()
+_MEETINGS = Rendezvous()  # where the per-device calls of collective kernels meet
 
 
 def cpu_attributes(compiled: CompiledKernel) -> dict[str, str]:
@@ -57,6 +63,22 @@ def simulate_on_buffers(ptx: str, signature: KernelSignature, inputs: list[np.nd
         np.copyto(target, result)
 
 
+def simulate_devices(ptx: str, signature: KernelSignature,
+                     calls: dict[int, tuple[list[np.ndarray], list[np.ndarray]]]) -> None:
+    """Run a collective kernel once over its devices: `calls[d]` holds device d's inputs
+    and output buffers (XLA's), filled as simulate_on_buffers fills one device's."""
+    module = CompiledModule(ptx, {signature.name: signature})
+    devices = sorted(calls)
+    args = [[np.array(x) for x in calls[d][0]] + [np.zeros_like(y) for y in calls[d][1]]
+            for d in devices]
+    with _RUN_LOCK:
+        after = run_simulated_devices(module, args)
+    for d, results in zip(devices, after, strict=True):
+        inputs, outputs = calls[d]
+        for target, result in zip(outputs, results[len(inputs):], strict=True):
+            np.copyto(target, result)
+
+
 def _buffer(address: int, size: int, shape: tuple[int, ...], dtype: np.dtype, what: str
             ) -> np.ndarray:
     """XLA's host buffer at `address` as an array of `shape` and `dtype`."""
@@ -72,16 +94,30 @@ def _run(ptx: int, ptx_bytes: int, signature: int, signature_bytes: int, input_c
     """simulator.cc's callback: 0, or 1 with the error's text written to `error`."""
     name = "?"
     try:
-        kernel = _signature(ctypes.string_at(signature, signature_bytes).decode())
+        signature_text = ctypes.string_at(signature, signature_bytes).decode()
+        kernel = _signature(signature_text)
         name = kernel.name
-        if buffer_count != len(kernel.args):
+        collective = kernel.collective is not None
+        if buffer_count != len(kernel.args) + collective:
             raise ValueError(f"the call passes {buffer_count} buffers; the kernel takes "
-                             f"{len(kernel.args)}")
+                             f"{len(kernel.args) + collective}")
+        positions = [i for i in range(buffer_count) if not (collective and i == input_count - 1)]
         arrays = [_buffer(buffers[i] or 0, sizes[i], arg.shape or (), NUMPY_DTYPES[arg.dtype],
-                          f"buffer #{i}") for i, arg in enumerate(kernel.args)]
-        with _RUN_LOCK:
-            simulate_on_buffers(ctypes.string_at(ptx, ptx_bytes).decode(), kernel,
-                                arrays[:input_count], arrays[input_count:])
+                          f"buffer #{i}") for i, arg in zip(positions, kernel.args, strict=True)]
+        inputs, outputs = arrays[:input_count - collective], arrays[input_count - collective:]
+        text = ctypes.string_at(ptx, ptx_bytes).decode()
+        if not collective:
+            with _RUN_LOCK:
+                simulate_on_buffers(text, kernel, inputs, outputs)
+            return 0
+        where = _buffer(buffers[input_count - 1] or 0, sizes[input_count - 1], (2,),
+                        np.dtype(np.int32), "the device index")
+        device, group = (int(v) for v in where)
+        assert kernel.collective is not None
+        _MEETINGS.join((text, signature_text, group), kernel.collective.devices, device,
+                       (inputs, outputs),
+                       lambda calls: simulate_devices(text, kernel, calls),
+                       what=f"collective kernel {name}")
         return 0
     except BaseException as caught:
         text = f"smalti kernel {name}: {type(caught).__name__}: {caught}".encode()

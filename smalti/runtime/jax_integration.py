@@ -80,11 +80,15 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
     structs = tuple(jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in outputs)
     prints = bool(compiled.signature.debug_prints)
 
+    collective = compiled.signature.collective
+    where = () if collective is None else (device_position(compiled.name, collective.mesh_axis,
+                                                           collective.devices),)
+
     def on_cpu(*inputs: object) -> tuple:
         register_cpu_target()
         call = jax.ffi.ffi_call(CPU_TARGET_NAME, structs, has_side_effect=prints,
                                 vmap_method="sequential")
-        return tuple(call(*inputs, **cpu_attributes(compiled)))
+        return tuple(call(*inputs, *where, **cpu_attributes(compiled)))
 
     def on_cuda(*inputs: object) -> tuple:
         if compiled.cubin is None:
@@ -106,7 +110,39 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
             stage_debug_print(compiled.signature, values[-1])
         return values[:len(structs)]
 
+    if collective is not None:
+        if cuda_backend_present():
+            raise NotImplementedError(
+                f"kernel {compiled.name} is collective: launching collective kernels on GPUs "
+                "(the symmetric heap and its peer table) is not built yet; on CPU devices "
+                "they run in the simulator")
+        return list(on_cpu(*args))  # lowers for CPU only, until the GPU launcher has a heap
     return list(jax.lax.platform_dependent(*args, cpu=on_cpu, cuda=on_cuda))
+
+
+def device_position(kernel: str, axis: str, devices: int) -> object:
+    """i32[2]: this device's index along mesh axis `axis` and its group (its linear index
+    along the other axes of the shard_map being traced); a ValueError naming the kernel
+    outside a shard_map over `axis`, or over an axis of another size."""
+    import jax
+    import jax.numpy as jnp
+
+    mesh = jax.sharding.get_abstract_mesh()
+    manual = tuple(getattr(mesh, "manual_axes", ()) or ())
+    if axis not in manual:
+        raise ValueError(f"kernel {kernel} is collective over mesh axis '{axis}': call it "
+                         f"inside jax.shard_map over a mesh with that axis (manual axes here: "
+                         f"{list(manual) or 'none'})")
+    size = jax.lax.axis_size(axis)
+    if size != devices:
+        raise ValueError(f"kernel {kernel} is compiled for {devices} devices along '{axis}', "
+                         f"but that axis has {size} here")
+    group = jnp.int32(0)
+    for other in manual:
+        if other != axis:
+            group = group * jax.lax.axis_size(other) + jax.lax.axis_index(other)
+    index = jax.lax.axis_index(axis).astype(jnp.int32)
+    return jnp.stack([index, jnp.asarray(group, jnp.int32)])
 
 
 # While a function is traced for export: the kernels whose CUDA prints were left out.
