@@ -45,6 +45,9 @@ class AsyncOp:
     retired: bool = False
     chain: object = None  # ops with the same chain complete in issue order
     batch: Batch | None = None  # ops issued together whose effect runs for several at once
+    # Run when the program synchronises with it (a bulk copy's race check between devices,
+    # ops/bulk.py: its global accesses may happen any time up to then).
+    on_retire: Callable[[], None] | None = None
 
 
 @dataclass
@@ -188,6 +191,8 @@ class AsyncEngine:
             if op.retired:
                 continue
             op.retired = True
+            if op.on_retire is not None:
+                op.on_retire()
             if op.smem:
                 self.shared.release(op.id)
             if op.registers:

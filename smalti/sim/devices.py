@@ -17,6 +17,13 @@ The ABI, as the lowering will produce it:
   the device's global memory: entry p is the address of device p's symmetric buffer. A
   kernel reaches a peer's buffer as `ld.global.u64 %rd, [table + 8*p]` and then loads from
   and stores to it like any global pointer (remote stores, loads and atomics).
+- A `Multicast()` argument, for a `.u64` pointer parameter, is the multicast address M of the
+  symmetric buffers, the same on every device: M + off names byte `off` of every device's
+  buffer, for `multimem.ld_reduce` (the reduction over all devices), `multimem.st` and
+  `multimem.red` (every device's copy). M lies in a window of its own, no ordinary memory:
+  `ld`, `st`, atomics and bulk copies there fault, as do multimem accesses outside
+  [M, M + size), misaligned or not at a multicast address (sim/multicast.py,
+  sim/ops/multimem.py).
 - Every device's buffers lie in one simulated address space at disjoint addresses, so a
   pointer of one device is valid on every other (as peer-mapped memory is on GPUs).
   Module-scope `.global`/`.const` variables have one copy per device.
@@ -30,11 +37,12 @@ loads; a plain access to a symmetric buffer that conflicts with another device's
 without system-scope release/acquire between them is reported as a race naming both
 devices and lines (sim/peers.py).
 
-Not modelled yet: multimem (multicast) instructions, race checks of bulk copies (TMA) to and
-from peers, ordering between the threads of one device in the race check (a device is one
-agent), and deadlock proofs for polls whose registers change every iteration (a loop that
-counts its polls, or reads %globaltimer for a timeout): those let other threads run every
-few iterations but, if never satisfied, run forever.
+Not modelled yet: race checks of tensor bulk copies (TMA, cp.async.bulk.tensor) to and from
+peers (non-tensor cp.async.bulk copies are checked, sim/ops/bulk.py), fp8 multimem forms,
+ordering between the threads of one device in the race check (a device is one agent), and
+deadlock proofs for polls whose registers change every iteration (a loop that counts its
+polls, or reads %globaltimer for a timeout): those let other threads run every few
+iterations but, if never satisfied, run forever.
 """
 
 from __future__ import annotations
@@ -45,9 +53,10 @@ import numpy as np
 
 from smalti.sim.errors import SimError
 from smalti.sim.launch import Arg, Dim, _parsed, launch
+from smalti.sim.multicast import Multicast
 from smalti.sim.peers import PeerTable
 
-__all__ = ["PeerTable", "run_ptx_devices"]
+__all__ = ["Multicast", "PeerTable", "run_ptx_devices"]
 
 
 def run_ptx_devices(ptx_text: str, kernel: str, grid: Dim, block: Dim,
@@ -69,8 +78,9 @@ def run_ptx_devices(ptx_text: str, kernel: str, grid: Dim, block: Dim,
     if len({b.nbytes for b in buffers}) > 1 or any(b.nbytes == 0 for b in buffers):
         raise SimError("the symmetric buffers must have one size, above zero bytes, on every "
                        f"device; got {[b.nbytes for b in buffers]}", kernel=kernel)
-    if not buffers and any(isinstance(a, PeerTable) for args in args_per_device for a in args):
-        raise SimError("a PeerTable argument needs symmetric buffers", kernel=kernel)
+    markers = [a for args in args_per_device for a in args if isinstance(a, PeerTable | Multicast)]
+    if not buffers and markers:
+        raise SimError(f"a {markers[0]!r} argument needs symmetric buffers", kernel=kernel)
     launch(_parsed(ptx_text), kernel, grid, block, args_per_device, shared_bytes,
            symmetric=buffers, cluster=cluster, async_completion=async_completion, seed=seed,
            spurious_waits=spurious_waits)

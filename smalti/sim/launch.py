@@ -18,12 +18,14 @@ from smalti.sim.geometry import Geometry, as_dim3
 from smalti.sim.hazards import SharedHazards
 from smalti.sim.machine import Machine
 from smalti.sim.memory import (
+    MULTICAST_WINDOW,
     GlobalMemory,
     LocalMemory,
     ParamSpace,
     SharedMemory,
     variable_bytes,
 )
+from smalti.sim.multicast import Multicast, MulticastGroup
 from smalti.sim.param_struct import ParamStruct
 from smalti.sim.peers import PeerOrder, PeerTable
 from smalti.sim.program import Program, load_program, param_size
@@ -33,7 +35,7 @@ from smalti.sim.tensormap import TensorMap
 from smalti.sim.tensormap_encode import TensorMapEncodeTiled
 
 Arg = (np.ndarray | int | float | np.generic | TensorMap | TensorMapEncodeTiled | ParamStruct
-       | PeerTable)
+       | PeerTable | Multicast)
 Dim = tuple[int, int, int] | int
 MAX_SHARED_BYTES = 227 * 1024  # the most shared memory one sm_90 block can use
 SHARED_GRANULE = 16  # each block's shared memory is a whole number of these (see _shared_size)
@@ -102,6 +104,9 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
         if len(args) != len(params):
             raise SimError(f"{len(params)} kernel arguments expected, {len(args)} given"
                            + (f" for device {d}" if devices > 1 else ""), kernel=kernel)
+    if not symmetric and any(isinstance(a, Multicast) for args in args_per_device for a in args):
+        raise SimError("a Multicast argument needs symmetric buffers (run_ptx_devices with "
+                       "symmetric=[...])", kernel=kernel)
     shared_size = _shared_size(program, shared_bytes)
     placed = _place(program, args_per_device, symmetric)
     buffers, names = placed.buffers, placed.names
@@ -139,6 +144,9 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
                                       geometry.device_of)
         except ValueError as e:
             raise SimError(str(e), kernel=kernel) from None
+        machine.multicast = MulticastGroup(tuple(memory.address(p)
+                                                 for p in range(len(symmetric))),
+                                           buffers[0].nbytes)
     machine.symbols = _symbols(program, memory, len(buffers), geometry)
     if program.local_bytes:
         machine.local = LocalMemory(geometry.threads, program.local_bytes)
@@ -305,9 +313,12 @@ def _struct_bytes(param: Param, raw: bytes, kernel: str) -> bytes:
 def _param_bytes(param: Param, arg: Arg, kernel: str, memory: GlobalMemory,
                  buffer_index: int) -> bytes:
     size, _ = param_size(param)
-    if isinstance(arg, PeerTable) and param.array is not None:
-        raise SimError(f"a PeerTable is passed to a .u64 pointer parameter, not to "
+    if isinstance(arg, PeerTable | Multicast) and (param.array is not None
+                                                   or param.type not in POINTER_TYPES):
+        raise SimError(f"a {arg!r} is passed to a .u64 pointer parameter, not to "
                        f"{param.name}", kernel=kernel)
+    if isinstance(arg, Multicast):
+        return np.uint64(MULTICAST_WINDOW).tobytes()
     if isinstance(arg, TensorMapEncodeTiled):
         arg = arg.tensor_map()
     if param.array is not None and isinstance(arg, TensorMap):  # a CUtensorMap parameter

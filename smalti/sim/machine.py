@@ -11,6 +11,7 @@ from smalti.sim.errors import Fault
 from smalti.sim.geometry import Geometry
 from smalti.sim.lanes import Lanes
 from smalti.sim.memory import GlobalMemory, LocalMemory, ParamSpace, SharedMemory
+from smalti.sim.multicast import MulticastGroup
 from smalti.sim.peers import PeerOrder
 from smalti.sim.registers import RegisterFile
 
@@ -48,6 +49,8 @@ class Machine:
     device_maps: dict = field(default_factory=dict)
     # A launch over several devices: the race checker of their symmetric buffers (peers.py).
     peers: PeerOrder | None = None
+    # ... and the buffers its multicast address reaches (multicast.py, ops/multimem.py).
+    multicast: MulticastGroup | None = None
     # Per thread, how many atom/red updates changed memory (kept while spin loops are
     # watched, sim/spin.py: an atomic that changes nothing is a poll).
     atomic_writes: np.ndarray | None = None

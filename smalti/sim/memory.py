@@ -23,6 +23,11 @@ PARAM_WINDOW = 0x7E00_0000_0000
 # the executing CTA's own .shared::cta addresses (below CTA_SPAN) are valid ones, and `mapa`
 # gives (rank + 1) * CTA_SPAN + offset for the CTA of cluster rank `rank`.
 CTA_SPAN = 1 << 24
+# Multicast (multimem) addresses of a launch over several devices (smalti.sim.multicast):
+# MULTICAST_WINDOW + off names byte `off` of every device's symmetric buffer. No ordinary
+# memory backs the window: only multimem.* instructions may access it (PTX ISA, "multimem").
+MULTICAST_WINDOW = 0x7C00_0000_0000
+MULTICAST_SPAN = 1 << 40
 
 
 def param_generic(offset: int) -> int:
@@ -145,6 +150,11 @@ class GlobalMemory:
         return parts
 
     def _describe_oob(self, address: int, nbytes: int, what: str) -> str:
+        if 0 <= address - MULTICAST_WINDOW < MULTICAST_SPAN:
+            return (f"global {what} of {nbytes} bytes at multicast address {address:#x} "
+                    f"(smalti.sim.Multicast() + {address - MULTICAST_WINDOW}): a multicast "
+                    "address is accessed only by multimem.ld_reduce/st/red (PTX ISA, "
+                    "\"multimem\"), never by ld, st, atom, red or bulk copies")
         k = int(np.searchsorted(self.bases, np.uint64(address), side="right")) - 1
         where = "below every buffer"
         if k >= 0:

@@ -15,10 +15,15 @@ clock then, whether the access was *strong* (`.volatile`, or `.relaxed`/`.acquir
 device e != d when at least one writes, they are not both strong, and e's access did not
 happen before (its clock is above clock[d][e]): a race, reported with both devices and lines.
 
+Multimem instructions (ops/multimem.py) access every device's copy of a location as one
+access. Non-tensor bulk copies (ops/bulk.py) are weak accesses that may happen any time
+between their issue and the program's synchronisation with them: checked at issue, and again
+at retirement against the clock the device had at issue (recorded with the later clock).
+
 Simplifications, on purpose for this first step: a device is one agent (its threads' order
 among themselves, `bar.sync` and the like, is taken as given); one read per byte is kept, so
 a race against an earlier reader of a byte read again since can be missed (never invented);
-bulk copies (TMA, cp.async.bulk) to and from peers are not checked.
+tensor bulk copies (TMA, cp.async.bulk.tensor) to and from peers are not checked.
 
 System-scope fences (`fence.sc.sys`, `fence.acq_rel.sys`, `membar.sys`) make the release and
 acquire patterns of the memory model: a fence then a strong write releases what the device
@@ -121,10 +126,17 @@ class PeerOrder:
         return self._site_ids[site]
 
     def access(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, *, read: bool,
-               write: bool, sync: Sync, site: int) -> None:
+               write: bool, sync: Sync, site: int, since: np.ndarray | None = None) -> None:
         """Check and record one instruction's global accesses (per active lane) of `nbytes`;
         those outside the symmetric buffers are ignored. Devices are taken in order, as the
-        instruction's lanes are."""
+        instruction's lanes are. `addresses` is one row per lane, or (k, lanes): k locations
+        each lane accesses in one operation (a multimem instruction reaches every device's
+        copy), checked together and synchronised once (one release, one clock step).
+        `since`: the accessing device's clock to check against instead of its current one (an
+        access that may have happened any time since then: a bulk copy, ops/bulk.py); the
+        record still carries the current clock."""
+        rows_of = np.atleast_2d(addresses)
+        addresses = rows_of.reshape(-1)
         offset = addresses.astype(np.uint64) - np.uint64(self.base)  # wraps below the first
         owner = offset // np.uint64(self.stride)
         within = offset % np.uint64(self.stride)
@@ -132,32 +144,34 @@ class PeerOrder:
                                                       <= np.uint64(self.size))
         if not inside.any():
             return
-        threads = thread_ids(lanes)[inside]
+        threads = np.broadcast_to(thread_ids(lanes), rows_of.shape).reshape(-1)[inside]
         flat = (owner[inside] * np.uint64(self.size) + within[inside]).astype(np.int64)
         where = addresses[inside]
         devices = self.device_of[threads]
         for d in np.unique(devices):
             mine = devices == d
             rows = flat[mine][:, None] + np.arange(nbytes)
-            self._check(int(d), rows, threads[mine], read, write, sync)
+            self._check(int(d), rows, threads[mine], read, write, sync, since)
             self._record(int(d), rows, read, write, sync, site)
             self._synchronise(int(d), np.unique(where[mine]), read, write, sync)
 
     def _check(self, d: int, rows: np.ndarray, threads: np.ndarray, read: bool, write: bool,
-               sync: Sync) -> None:
+               sync: Sync, since: np.ndarray | None = None) -> None:
+        known = self.clock[d] if since is None else since
         self._conflict(d, rows, threads, self.w_dev, self.w_clock, self.w_strong, self.w_site,
-                       sync, "write", write)
+                       sync, "write", write, known)
         if write:
             self._conflict(d, rows, threads, self.r_dev, self.r_clock, self.r_strong,
-                           self.r_site, sync, "read", write)
+                           self.r_site, sync, "read", write, known)
 
     def _conflict(self, d: int, rows: np.ndarray, threads: np.ndarray, dev: np.ndarray,
                   clock: np.ndarray, strong: np.ndarray, sites: np.ndarray, sync: Sync,
-                  what: str, write: bool) -> None:
+                  what: str, write: bool, known: np.ndarray) -> None:
         """Raise if an earlier `what` of these bytes by another device is unordered with
-        this access (a write when `write`) and not both are strong."""
+        this access (a write when `write`; device d having synchronised with `known`) and
+        not both are strong."""
         other = dev[rows].astype(np.int64)
-        seen = self.clock[d][np.maximum(other, 0)]
+        seen = known[np.maximum(other, 0)]
         race = (other >= 0) & (other != d) & (clock[rows] > seen)
         if sync.strong:
             race &= ~strong[rows]

@@ -4,10 +4,10 @@ A thread waiting for a flag another thread sets (`ld.acquire.sys` or `ld.volatil
 would, under min-PC scheduling, keep the lowest PC and starve the thread that sets the flag.
 The scheduler therefore asks `SpinWatch` at every backward branch which of the jumping lanes
 *spin*: the loop body (the instructions from the branch target to the branch) writes nothing
-(only loads, compares, moves and arithmetic: `PURE`, and atomics that changed nothing since
-the lane last took the branch), and the lane's registers are the same as when it last took
-this branch. Such a lane's next iteration would repeat the last one
-exactly unless memory it reads changes, which only another thread can do: it sleeps at the
+(only loads, `multimem.ld_reduce` among them, compares, moves and arithmetic: `PURE`, and
+atomics that changed nothing since the lane last took the branch), and the lane's registers
+are the same as when it last took this branch. Such a lane's next iteration would repeat the
+last one exactly unless memory it reads changes, which only another thread can do: it sleeps at the
 loop head, and the other threads run (one of the schedules the PTX ISA allows, since a
 polling loop promises no progress of its own).
 
@@ -53,6 +53,15 @@ YIELD_AFTER = 16  # iterations of a loop that may write before its lanes let oth
 POLLING_ATOMICS = frozenset({"atom", "red"})
 WRITES = "<atomic writes>"  # the snapshot entry of that count
 POLLS = frozenset({"ld", "ldu"}) | POLLING_ATOMICS  # what a deadlock report names
+# multimem.ld_reduce reads every device's copy of a location and writes none: a poll, like
+# `ld` (multimem.st and multimem.red write, so a loop with them does not spin).
+MULTIMEM_LOAD = "ld_reduce"
+
+
+def _is_load(inst) -> bool:
+    """Whether `inst` only reads memory: ld/ldu, or multimem.ld_reduce."""
+    return inst.base in ("ld", "ldu") or (inst.base == "multimem"
+                                          and MULTIMEM_LOAD in inst.modifiers)
 
 
 def _instructions(program: Program) -> list:
@@ -67,8 +76,12 @@ class SpinWatch:
         self.program = program
         self.machine = machine
         n = machine.geometry.threads
-        self.bases = [inst.base for inst in _instructions(program)]
-        self.polling = [base in PURE or base in POLLING_ATOMICS for base in self.bases]
+        instructions = _instructions(program)
+        self.bases = [inst.base for inst in instructions]
+        self.polling = [base in PURE or base in POLLING_ATOMICS or _is_load(inst)
+                        for base, inst in zip(self.bases, instructions, strict=True)]
+        self.polls = [base in POLLS or _is_load(inst)
+                      for base, inst in zip(self.bases, instructions, strict=True)]
         machine.atomic_writes = np.zeros(n, np.int64)
         self.snapshots: dict[int, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
         self.sleeping = np.zeros(n, np.bool_)
@@ -163,7 +176,7 @@ class SpinWatch:
         lines, polls = [], []
         for (_, pc), threads in sorted(places.items()):
             head = int(self.resume[threads[0]])
-            loads = [steps[i] for i in range(head, pc + 1) if self.bases[i] in POLLS]
+            loads = [steps[i] for i in range(head, pc + 1) if self.polls[i]]
             loads = loads or [steps[pc]]
             polls.append(loads[0])
             polled = ", ".join(f"line {d.line} `{d.text}`" for d in loads)

@@ -21,6 +21,7 @@ from smalti.sim.ops import (  # noqa: F401
     matrix,
     mbarrier,
     memory,
+    multimem,
     setmaxnreg,
     tensormap,
     tma,

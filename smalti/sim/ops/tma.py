@@ -6,7 +6,8 @@ permuted by the tensor map's swizzle, elements outside the tensor filled with ze
 and signals the full box size as complete-tx bytes on the mbarrier. A store writes the box
 back, skipping elements outside the tensor; a reduce combines them with what is there.
 Loads complete through the mbarrier, stores and reduces through bulk groups
-(`cp.async.bulk.commit_group` / `wait_group{.read} N`).
+(`cp.async.bulk.commit_group` / `wait_group{.read} N`). `cp` without `.tensor` (non-tensor
+bulk copies) is ops/bulk.py's; both queue their work with ops/bulk_queue.py.
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ from __future__ import annotations
 import numpy as np
 
 from smalti.ptx.module import Instruction, Register, Symbol, TensorAddress, VectorOperand
-from smalti.sim.async_engine import AsyncOp
 from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.memory import param_generic
 from smalti.sim.operands import DecodeEnv, Modifiers, address_parts, expect, reader
+from smalti.sim.ops.bulk import decode_bulk
+from smalti.sim.ops.bulk_queue import (
+    multicast_targets,
+    queue_shared_read,
+    queue_shared_write,
+    reduce_elements,
+)
 from smalti.sim.ops.cp_async import decode_cp_async
 from smalti.sim.ops.shared_address import shared_offsets, shared_targets, thread_ids
 from smalti.sim.registry import Compute, Step, semantics
@@ -54,7 +61,7 @@ def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
         keep = reader(count, "u32", env)
         return Compute(lambda m, lanes: _wait(m, lanes, int(keep(m, lanes))))
     if not mods.flag("tensor"):
-        raise Unsupported("only tensor bulk copies (cp.async.bulk.tensor) are supported")
+        return decode_bulk(inst, mods, env, reduce)
     rank = DIMS.get(mods.one_of(tuple(DIMS)) or "")
     if rank is None:
         raise Unsupported("cp.async.bulk.tensor needs a .1d to .5d dimension modifier")
@@ -187,7 +194,7 @@ def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted:
             if masks is None:
                 targets = [(int(dst_blocks[i]), int(bar_blocks[i]))]
             else:
-                targets = _multicast_targets(m, thread, int(masks[i]), what)
+                targets = multicast_targets(m, thread, int(masks[i]), what)
             for dst_block, bar_block in targets:
                 _issue_load(m, tm, point, (dst_block, int(dsts[i])),
                             (bar_block, int(bars[i])), thread, what)
@@ -195,46 +202,12 @@ def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted:
     return Compute(run)
 
 
-def _multicast_targets(m: Machine, thread: int, mask: int, what: str) -> list[tuple[int, int]]:
-    """(block, block) of each CTA in the ctaMask of a multicast issued by `thread`."""
-    geometry = m.geometry
-    size = geometry.cluster_size
-    if mask == 0 or mask >> size:
-        raise Fault(f"{what}: ctaMask {mask:#x} must name CTAs among the cluster's {size}",
-                    thread)
-    block = int(geometry.block_of[thread])
-    ranks = [r for r in range(size) if mask >> r & 1]
-    blocks = [int(geometry.peer(block, r)) for r in ranks]
-    for rank, target in zip(ranks, blocks, strict=True):
-        if target != block and m.shared.exited(np.array([target]))[0]:
-            raise Fault(f"{what}: ctaMask {mask:#x} names CTA rank {rank} of the cluster, "
-                        "which has exited: a CTA's peers must be done with its shared memory "
-                        "before it exits (barrier.cluster)", thread)
-    return [(target, target) for target in blocks]
-
-
 def _issue_load(m: Machine, tm: TensorMap, point: tuple[int, ...], dst: tuple[int, int],
                 key: tuple[int, int], thread: int, what: str) -> None:
     """Queue one tile copy into shared memory of block dst[0] at offset dst[1]."""
-    engine = m.async_engine
-    engine.barriers.get(key, thread)
     idx = _box_bytes(m, tm, dst[0], dst[1], thread, what)
-    engine.shared.async_write(idx, thread, what)
-    op = AsyncOp(engine.new_id(), what, lambda: None)
-    op.run = _landing(m, op, tm, point, idx, key, thread)
-    engine.own(op, idx, reads=True)
-    engine.issue(op)
-
-
-def _landing(m: Machine, op: AsyncOp, tm: TensorMap, coords: tuple[int, ...],
-             idx: np.ndarray, key: tuple[int, int], thread: int):
-    def land() -> None:
-        tile = _gather(tm, coords)
-        m.shared.data[idx] = np.ascontiguousarray(tile).view(np.uint8).reshape(-1)
-        m.async_engine.shared.filled(idx)
-        m.async_engine.barriers.complete_tx(key, tm.tile_bytes, thread, op)
-
-    return land
+    queue_shared_write(m, idx, key, lambda: np.ascontiguousarray(_gather(tm, point)).view(
+        np.uint8).reshape(-1), thread, what)
 
 
 def _gather(tm: TensorMap, coords: tuple[int, ...]) -> np.ndarray:
@@ -258,7 +231,6 @@ def _store(inst: Instruction, env: DecodeEnv, rank: int, reduction: str | None,
     what = f"the {kind} at line {inst.line}"
 
     def run(m: Machine, lanes: Lanes) -> None:
-        engine = m.async_engine
         srcs = src_of(m, lanes)
         maps = _per_lane(where, m, lanes, np.uint64)
         cs = [_per_lane(c, m, lanes, np.int64) for c in coords]
@@ -268,51 +240,25 @@ def _store(inst: Instruction, env: DecodeEnv, rank: int, reduction: str | None,
             _check_coords(tm, rank, thread, what)
             block = int(m.geometry.block_of[thread])
             idx = _box_bytes(m, tm, block, int(srcs[i]), thread, what)
-            engine.shared.async_read(idx, thread, what)
             point = tuple(int(c[i]) for c in cs)
-            op = AsyncOp(engine.new_id(), what, _writing(m, tm, point, idx, reduction))
-            engine.own(op, idx, reads=False)
-            engine.issue(op, group=("bulk", thread))
+            queue_shared_read(m, idx, _writing(tm, point, reduction), thread, what)
 
     return Compute(run)
 
 
-def _writing(m: Machine, tm: TensorMap, coords: tuple[int, ...], idx: np.ndarray,
-             reduction: str | None):
-    def write() -> None:
-        tile = m.shared.data[idx].view(tm.array.dtype).reshape(tm.tile_shape)
+def _writing(tm: TensorMap, coords: tuple[int, ...], reduction: str | None):
+    """Where a tile store's shared bytes go: the box at `coords`, in bounds, (reduced)."""
+    def write(raw: np.ndarray) -> None:
+        tile = raw.view(tm.array.dtype).reshape(tm.tile_shape)
         index, inside = tm.indices(coords)
         where = np.nonzero(inside)
         target = tuple(i[w] for i, w in zip(index, where, strict=True))
         values = tile[where]
         if reduction is not None:
-            values = _reduce(reduction, tm.array[target], values)
+            values = reduce_elements(reduction, tm.array[target], values)
         tm.array[target] = values
 
     return write
-
-
-def _reduce(op: str, old: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """old (op) new, rounded once to the element type (PTX ISA, cp.reduce.async.bulk.tensor)."""
-    dtype = old.dtype
-    if op == "add":
-        if dtype.kind in "iu":
-            return (old + new).astype(dtype)
-        return (old.astype(np.float64) + new.astype(np.float64)).astype(dtype)
-    if op in ("min", "max"):
-        return (np.minimum if op == "min" else np.maximum)(old, new)
-    if dtype.kind not in "iu":
-        raise Fault(f"reduce-{op} needs an integer tensor, the map holds {dtype}")
-    match op:
-        case "and":
-            return old & new
-        case "or":
-            return old | new
-        case "xor":
-            return old ^ new
-        case "inc":  # PTX ISA: (old >= new) ? 0 : old + 1
-            return np.where(old >= new, 0, old + 1).astype(dtype)
-    return np.where((old == 0) | (old > new), new, old - 1).astype(dtype)  # dec
 
 
 def _commit(m: Machine, lanes: Lanes) -> None:
