@@ -200,3 +200,17 @@ def test_dsl_errors_name_what_is_wrong():
 
     with pytest.raises(TypeError, match="remote_ref takes a symmetric ref"):
         remote_of_an_argument.trace(S((8, 128), jnp.float32), devices=2)
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_a_half_precision_all_reduce_sums_in_f32_and_rounds_once(dtype):
+    from examples.collectives import all_reduce
+
+    devices = 4
+    module = _module(all_reduce, S((64, 128), dtype), devices=devices)
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((64, 128)).astype(dtype) for _ in range(devices)]
+    after = run_simulated_devices(module, [(x, np.zeros_like(x)) for x in xs])
+    expected = sum(x.astype(np.float32) for x in xs).astype(dtype)  # one rounding
+    for d in range(devices):
+        np.testing.assert_array_equal(after[d][1], expected)
