@@ -217,9 +217,11 @@ def _unit(op: ir.OpView, element_name: str, pack: int, count: int) -> tuple[str,
 
 
 def _integer_type(element_name: str, reduction: str | None) -> str:
-    """.s32/.s64 for signed min and max, .u32/.u64 otherwise (the same bits)."""
+    """.s32/.s64 for signed min and max, .b32/.b64 for the bitwise and, or, xor (ptxas
+    takes no other type for them), .u32/.u64 otherwise (the same bits)."""
     bits = ELEMENT_TYPES[element_name].bits
-    return f"{'s' if reduction in ('min', 'max') else 'u'}{bits}"
+    kind = {"min": "s", "max": "s", "and": "b", "or": "b", "xor": "b"}.get(reduction, "u")
+    return f"{kind}{bits}"
 
 
 def _opcode(base: str, element_name: str, reduction: str | None, units: int, unit: str
