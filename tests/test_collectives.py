@@ -214,3 +214,54 @@ def test_a_half_precision_all_reduce_sums_in_f32_and_rounds_once(dtype):
     expected = sum(x.astype(np.float32) for x in xs).astype(dtype)  # one rounding
     for d in range(devices):
         np.testing.assert_array_equal(after[d][1], expected)
+
+
+RED_KERNEL = """
+func.func @sum_by_red(%x: memref<8x128xf32>, %out: memref<8x128xf32>) attributes {
+    smalti.kernel, smalti.grid = array<i64: 1>, smalti.devices = 4 : i64} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c4096 = arith.constant 4096 : index
+  %sum = "smalti.slice_symmetric"(%c0) : (index) -> memref<8x128xf32, "symmetric">
+  %sems = "smalti.slice_symmetric"(%c4096) : (index) -> memref<1xi32, "symmetric">
+  %v = "smalti.vector_load"(%x, %c0, %c0) : (memref<8x128xf32>, index, index) -> vector<8x128xf32>
+  "smalti.multimem_red"(%v, %sum, %c0, %c0) {reduction = "add"} : (vector<8x128xf32>, memref<8x128xf32, "symmetric">, index, index) -> ()
+  scf.for %p = %c0 to %c4 step %c1 {
+    "smalti.semaphore_signal"(%sems, %c0, %p) : (memref<1xi32, "symmetric">, index, index) -> ()
+  }
+  "smalti.semaphore_wait"(%sems, %c0) {value = 4 : i64} : (memref<1xi32, "symmetric">, index) -> ()
+  %all = "smalti.vector_load"(%sum, %c0, %c0) : (memref<8x128xf32, "symmetric">, index, index) -> vector<8x128xf32>
+  "smalti.vector_store"(%all, %out, %c0, %c0) : (vector<8x128xf32>, memref<8x128xf32>, index, index) -> ()
+  return
+}
+"""
+
+
+def test_multimem_red_adds_every_device_into_every_device():
+    """Integers, so that the sum is the same in any order the reductions land."""
+    module = compile_mlir(RED_KERNEL)
+    xs = [np.arange(1024, dtype=np.float32).reshape(8, 128) * (d + 1) for d in range(4)]
+    after = run_simulated_devices(module, [(x, np.zeros_like(x)) for x in xs])
+    for d in range(4):
+        np.testing.assert_array_equal(after[d][1], sum(xs))
+
+
+@sd.kernel(out_shape=lambda x: S(x.shape, x.dtype), mesh_axis="x",
+           symmetric=lambda x: [sd.Symmetric(x.shape, x.dtype), sd.Semaphores(1)])
+def max_by_red(x_ref, out_ref, result, sems):
+    """Each device reduces its x into every device's `result` (an i32 max)."""
+    sd.multimem_red(result, x_ref[...], "max")
+    for peer in range(sd.device_count()):
+        sems[0].signal(peer)
+    sems[0].wait(sd.device_count())
+    out_ref[...] = result[...]
+
+
+def test_multimem_red_from_the_dsl():
+    module = _module(max_by_red, S((4, 128), jnp.int32), devices=3)
+    rng = np.random.default_rng(2)
+    xs = [rng.integers(0, 1000, (4, 128)).astype(np.int32) for _ in range(3)]
+    after = run_simulated_devices(module, [(x, np.zeros_like(x)) for x in xs])
+    for d in range(3):
+        np.testing.assert_array_equal(after[d][1], np.maximum.reduce(xs))
