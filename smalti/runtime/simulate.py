@@ -12,7 +12,7 @@ from smalti.dialect.kernel import KernelSignature
 from smalti.dialect.ops_debug import HEADER_BYTES, DebugPrintRecord
 from smalti.runtime.compiler import CompiledModule
 from smalti.runtime.tensor_maps import sim_tensor_maps
-from smalti.sim import PeerTable, run_ptx, run_ptx_devices
+from smalti.sim import Multicast, PeerTable, run_ptx, run_ptx_devices
 from smalti.tiling import WGSplatLayout
 
 NUMPY_DTYPES: dict[str, np.dtype] = {
@@ -134,12 +134,7 @@ def collective_arguments(signature: KernelSignature, device: int) -> list:
     the peer table, the multicast address of the symmetric heap (CollectiveSpec)."""
     spec = signature.collective
     assert spec is not None
-    if spec.multimem:
-        from smalti.sim import Multicast
-
-        multicast: object = Multicast()
-    else:
-        multicast = np.uint64(0)
+    multicast = Multicast() if spec.multimem else np.uint64(0)
     return [np.array([device], np.int32), PeerTable(), multicast]
 
 
