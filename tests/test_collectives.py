@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 S = jax.ShapeDtypeStruct
 
 
-def _run_with_devices(code: str, devices: int = 8) -> str:
+def _run_with_devices(code: str, devices: int = 8, timeout: float = 900) -> str:
     """Run `code` in a fresh Python with `devices` XLA host devices; its stdout."""
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
            "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -69,6 +69,35 @@ def test_groups_of_a_two_axis_mesh_meet_apart_and_errors_name_the_kernel():
         else:
             raise AssertionError("a collective kernel ran outside shard_map")
     """)
+
+
+def test_a_process_exits_while_its_kernels_still_run():
+    """Results nobody awaited: XLA's threads still run the kernels (one collective, one not,
+    and a collective whose simulation fails) when the interpreter exits; the process ends
+    instead of hanging in XLA's shutdown."""
+    _run_with_devices("""
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.sharding import PartitionSpec as P
+        import examples.collectives as c
+        import smalti.dsl as sd
+
+        @sd.kernel(out_shape=lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype))
+        def double(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * 2
+
+        @sd.kernel(out_shape=lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), mesh_axis="x",
+                   symmetric=lambda x: [sd.Symmetric(x.shape, x.dtype), sd.Semaphores(1)])
+        def unordered(x_ref, out_ref, box, sems):  # no wait: a race
+            n, me = sd.device_count(), sd.device_index()
+            sd.remote_ref(box, (me + 1) % n)[...] = x_ref[...]
+            sems[0].signal((me + 1) % n)
+            out_ref[...] = box[...]
+
+        mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",))
+        for kernel in (double, c.all_gather, unordered):
+            jax.jit(jax.shard_map(kernel, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(
+                jnp.ones((32, 128), jnp.float32))
+    """, timeout=120)
 
 
 # ---- one launch over N devices, without shard_map -------------------------------------

@@ -14,9 +14,11 @@ one group meet (smalti.runtime.rendezvous) and run as one simulated launch over 
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import threading
+import time
 
 import numpy as np
 
@@ -88,10 +90,59 @@ def _buffer(address: int, size: int, shape: tuple[int, ...], dtype: np.dtype, wh
     return np.frombuffer(raw, dtype=np.uint8).view(dtype).reshape(shape)
 
 
+class _CallsInFlight:
+    """The simulator calls running in this process. At exit (`stop`), new calls are refused
+    before they enter Python (XLA's threads may still be running a computation whose result
+    nobody awaited: a thread entering Python while the interpreter finalises never returns,
+    and XLA's shutdown would wait for it for ever), calls waiting for their devices' peers
+    fail, and the running ones are given time to finish."""
+
+    SETTLE = 0.05  # seconds without calls before the interpreter may go on finalising
+    LIMIT = 30.0  # seconds to wait for running simulations
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._running = 0
+
+    def __enter__(self) -> None:
+        with self._condition:
+            self._running += 1
+            self._condition.notify_all()
+
+    def __exit__(self, *exc: object) -> None:
+        with self._condition:
+            self._running -= 1
+            self._condition.notify_all()
+
+    def stop(self, library: ctypes.CDLL) -> None:
+        library.smalti_set_simulator(ctypes.cast(None, _SIMULATE_FN))
+        _MEETINGS.abort("the Python process is exiting")
+        deadline = time.monotonic() + self.LIMIT
+        with self._condition:
+            while time.monotonic() < deadline:
+                if self._running:
+                    self._condition.wait(deadline - time.monotonic())
+                elif not self._condition.wait(self.SETTLE):
+                    return  # no call came or went for SETTLE seconds (one may have read
+                    # the callback just before it was removed)
+
+
+_CALLS = _CallsInFlight()
+
+
 def _run(ptx: int, ptx_bytes: int, signature: int, signature_bytes: int, input_count: int,
          buffer_count: int, buffers: ctypes.Array, sizes: ctypes.Array, error: int,
          capacity: int) -> int:
     """simulator.cc's callback: 0, or 1 with the error's text written to `error`."""
+    with _CALLS:
+        return _simulate_call(ptx, ptx_bytes, signature, signature_bytes, input_count,
+                              buffer_count, buffers, sizes, error, capacity)
+
+
+def _simulate_call(ptx: int, ptx_bytes: int, signature: int, signature_bytes: int,
+                   input_count: int, buffer_count: int, buffers: ctypes.Array,
+                   sizes: ctypes.Array, error: int, capacity: int) -> int:
+    """One call of the custom call: its kernel run (or, collective, its launch joined)."""
     name = "?"
     try:
         signature_text = ctypes.string_at(signature, signature_bytes).decode()
@@ -138,6 +189,7 @@ def register_cpu_target() -> str:
     library.smalti_set_simulator.argtypes = [_SIMULATE_FN]
     library.smalti_set_simulator.restype = None
     library.smalti_set_simulator(_CALLBACK)
+    atexit.register(_CALLS.stop, library)
     handler = getattr(library, HANDLER_SYMBOL)
     jax.ffi.register_ffi_target(TARGET_NAME, jax.ffi.pycapsule(handler), platform="cpu")
     return TARGET_NAME

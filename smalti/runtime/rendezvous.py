@@ -38,6 +38,17 @@ class Rendezvous:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[object, _Launch] = {}
+        self._closed: str | None = None  # why no launch is taken any more (abort)
+
+    def abort(self, reason: str) -> None:
+        """Fail every pending launch (its devices' calls raise RendezvousError: `reason`)
+        and refuse new ones."""
+        with self._lock:
+            self._closed = reason
+            pending, self._pending = list(self._pending.values()), {}
+        for launch in pending:
+            launch.error = RendezvousError(f"a collective launch was abandoned: {reason}")
+            launch.done.set()
 
     def join(self, key: object, devices: int, device: int, payload: object,
              run: Callable[[dict[int, object]], None], *, what: str,
@@ -49,6 +60,8 @@ class Rendezvous:
             raise RendezvousError(f"{what}: device index {device} is outside the "
                                   f"{devices} devices the kernel was compiled for")
         with self._lock:
+            if self._closed is not None:
+                raise RendezvousError(f"{what}: not launched: {self._closed}")
             launch = self._pending.setdefault(key, _Launch(devices))
             if device in launch.arrived:
                 raise RendezvousError(
