@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from jaxlib.mlir import ir
 
@@ -137,3 +138,31 @@ def collective_dims(op: ir.Operation) -> tuple[int, ...]:
             raise error_at(op, f"'collective' dim {d} has size 1 in the kernel's "
                                f"'{CLUSTER_ATTR}' {list(cluster)}: nothing to share along it")
     return dims
+
+
+def check_constant_slice(op: ir.Operation, offset: ir.Value, result: ir.Value,
+                         check_ref: Callable[[], ir.MemRefType], alignment: int
+                         ) -> tuple[int, ir.MemRefType]:
+    """(offset, result type) of an op that carves a typed view out of a buffer at a constant
+    byte offset (slice_smem, slice_symmetric): `offset` an arith.constant index, the result
+    of the kind `check_ref` checks, contiguous and row-major, the offset a non-negative
+    multiple of `alignment`; else a located error."""
+    check_index(op, offset, "the offset")
+    value = constant_index(offset)
+    if value is None:
+        raise error_at(op, "expects a constant offset (an arith.constant of type index)")
+    ref = check_ref()
+    if ref.get_strides_and_offset() != (row_major_strides(list(ref.shape)), 0):
+        raise error_at(op, f"expects a contiguous row-major result, got {ref}")
+    if value < 0 or value % alignment:
+        raise error_at(op, f"offset {value} must be a non-negative multiple of {alignment} "
+                           "bytes")
+    return value, ref
+
+
+def slice_end_bytes(offset: ir.Value, result: ir.Value) -> int | None:
+    """The byte after a constant-offset slice, when its offset and type are well formed."""
+    value = constant_index(offset)
+    if value is None or not isinstance(result.type, ir.MemRefType):
+        return None
+    return value + smem_size_bytes(result.type)

@@ -30,11 +30,11 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import type_name
 from smalti.dialect.checks import (
+    check_constant_slice,
     check_index,
     check_symmetric_ref,
     constant_index,
-    row_major_strides,
-    smem_size_bytes,
+    slice_end_bytes,
 )
 from smalti.dialect.definition import (
     INTEGER,
@@ -129,24 +129,21 @@ class SliceSymmetricOp(SmaltiOp):
 
     def end_bytes(self) -> int | None:
         """The byte after the slice, when its offset and type are well formed."""
-        offset = constant_index(self.offset)
-        if offset is None or not isinstance(self.result.type, ir.MemRefType):
-            return None
-        return offset + smem_size_bytes(self.result.type)
+        return slice_end_bytes(self.offset, self.result)
 
     def verify_op(self) -> None:
         op = self.operation
         collective_devices(op)
-        check_index(op, self.offset, "the offset")
-        offset = constant_index(self.offset)
-        if offset is None:
-            raise error_at(op, "expects a constant offset (an arith.constant of type index)")
-        ref = check_symmetric_ref(op, self.result, "the result")
-        if ref.get_strides_and_offset() != (row_major_strides(list(ref.shape)), 0):
-            raise error_at(op, f"expects a contiguous row-major result, got {ref}")
-        if offset < 0 or offset % SYMMETRIC_ALIGNMENT:
-            raise error_at(op, f"offset {offset} must be a non-negative multiple of "
-                               f"{SYMMETRIC_ALIGNMENT} bytes")
+        check_constant_slice(op, self.offset, self.result,
+                             lambda: check_symmetric_ref(op, self.result, "the result"),
+                             SYMMETRIC_ALIGNMENT)
+
+
+def _verify_device_query(op: ir.Operation, axis: str | None, result: ir.Value) -> None:
+    """device_index and device_count: in a collective kernel, of its axis, an index."""
+    collective_devices(op)
+    _check_axis(op, axis)
+    check_index(op, result, "the result")
 
 
 class DeviceIndexOp(SmaltiOp):
@@ -158,10 +155,7 @@ class DeviceIndexOp(SmaltiOp):
     result = Result("the index")
 
     def verify_op(self) -> None:
-        op = self.operation
-        collective_devices(op)
-        _check_axis(op, self.axis)
-        check_index(op, self.result, "the result")
+        _verify_device_query(self.operation, self.axis, self.result)
 
 
 class DeviceCountOp(SmaltiOp):
@@ -175,10 +169,7 @@ class DeviceCountOp(SmaltiOp):
     result = Result("the count")
 
     def verify_op(self) -> None:
-        op = self.operation
-        collective_devices(op)
-        _check_axis(op, self.axis)
-        check_index(op, self.result, "the result")
+        _verify_device_query(self.operation, self.axis, self.result)
 
 
 class RemoteRefOp(SmaltiOp):

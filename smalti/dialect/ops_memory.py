@@ -23,13 +23,14 @@ import math
 from jaxlib.mlir import ir
 
 from smalti.dialect.checks import (
+    check_constant_slice,
     check_index,
     check_smem_ref,
     collective_dims,
     constant_index,
     element_bytes,
     is_gmem_type,
-    row_major_strides,
+    slice_end_bytes,
     smem_size_bytes,
 )
 from smalti.dialect.definition import (
@@ -70,23 +71,13 @@ class SliceSmemOp(SmaltiOp):
 
     def end_bytes(self) -> int | None:
         """The byte after the slice, when its offset and type are well formed."""
-        offset = constant_index(self.offset)
-        if offset is None or not isinstance(self.result.type, ir.MemRefType):
-            return None
-        return offset + smem_size_bytes(self.result.type)
+        return slice_end_bytes(self.offset, self.result)
 
     def verify_op(self) -> None:
         op = self.operation
-        check_index(op, self.offset, "the offset")
-        offset = constant_index(self.offset)
-        if offset is None:
-            raise error_at(op, "expects a constant offset (an arith.constant of type index)")
-        ref = check_smem_ref(op, self.result, "the result")
-        if ref.get_strides_and_offset() != (row_major_strides(list(ref.shape)), 0):
-            raise error_at(op, f"expects a contiguous row-major result, got {ref}")
-        if offset < 0 or offset % SMEM_ALIGNMENT:
-            raise error_at(op, f"offset {offset} must be a non-negative multiple of "
-                               f"{SMEM_ALIGNMENT} bytes")
+        offset, ref = check_constant_slice(
+            op, self.offset, self.result,
+            lambda: check_smem_ref(op, self.result, "the result"), SMEM_ALIGNMENT)
         end = offset + smem_size_bytes(ref)
         if end > MAX_SMEM_BYTES:
             raise error_at(op, f"slice ends at byte {end}, beyond the {MAX_SMEM_BYTES} bytes of "

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import arith, vector
+from jaxlib.mlir.dialects import arith
 
 from smalti.dialect.checks import symmetric_memory_space
 from smalti.dialect.ops_collective import (
@@ -39,7 +39,7 @@ from smalti.dialect.ops_collective import (
     SemaphoreWaitOp,
     SliceSymmetricOp,
 )
-from smalti.dsl.array import Array, scalar_array, vector_type
+from smalti.dsl.array import Array, vector_type
 from smalti.dsl.dtypes import mlir_name, mlir_type
 from smalti.dsl.index import Index, IndexLike, as_index
 from smalti.dsl.locations import SourcePosition, user_error, user_position
@@ -233,43 +233,21 @@ def remote_ref(ref: SymmetricRef, device: IndexLike) -> SymmetricRef:
 
 
 def _multimem_window(view: object, what: str) -> tuple[RefView, list[ir.Value]]:
+    """A window of a symmetric ref, checked to lie inside it, and its start indices."""
     if isinstance(view, SymmetricRef):
         view = view.at[...]
     if not isinstance(view, RefView) or not isinstance(view.ref, SymmetricRef):
         raise user_error(TypeError, f"{what} takes a window of a symmetric ref, like "
                                     f"buf.at[rows, :]; got {view!r}")
-    view.ref.window(tuple(_key(view)), accessed=True)  # checks the reach of traced starts
+    view.ref.check_reach(view.window)
     return view, [s.materialize() for s in view.window.starts]
-
-
-def _key(view: RefView) -> list[object]:
-    """An index expression naming the view's window again (for the reach check)."""
-    return [slice(start, start + size) if keep else start
-            for start, size, keep in zip(view.window.starts, view.window.sizes,
-                                         view.window.kept, strict=True)]
-
-
-def _operand(view: RefView, value: object, what: str) -> ir.Value:
-    """`value` as a vector of the window's full rank (dropped dims restored)."""
-    window, dtype = view.window, view.ref.dtype
-    if not isinstance(value, Array):
-        value = scalar_array(value, window.shape, dtype)
-    if value.dtype != dtype:
-        raise user_error(TypeError, f"{what}: a {value.dtype.name} array into {view.ref.name} "
-                                    f"of dtype {dtype.name}; cast it with .astype")
-    if value.shape != window.shape:
-        value = value.broadcast_to(window.shape)
-    stored = value.value
-    if window.shape != window.sizes:
-        stored = emit_value(vector.ShapeCastOp, [stored], vector_type(window.sizes, dtype))
-    return stored
 
 
 @dsl_entry(MultimemStoreOp)
 def multimem_store(view: RefView | SymmetricRef, value: object) -> None:
     """Store `value` into the window on every device at once (through multicast)."""
     view, indices = _multimem_window(view, "multimem_store")
-    create(MultimemStoreOp, value=_operand(view, value, "multimem_store"),
+    create(MultimemStoreOp, value=view.ref.stored(view.window, value, "multimem_store of"),
            destination=view.ref.value, indices=indices)
 
 
@@ -277,7 +255,7 @@ def multimem_store(view: RefView | SymmetricRef, value: object) -> None:
 def multimem_red(view: RefView | SymmetricRef, value: object, reduction: str = "add") -> None:
     """Reduce `value` into the window on every device at once, atomically per element."""
     view, indices = _multimem_window(view, "multimem_red")
-    create(MultimemRedOp, value=_operand(view, value, "multimem_red"),
+    create(MultimemRedOp, value=view.ref.stored(view.window, value, "multimem_red of"),
            destination=view.ref.value, indices=indices, reduction=reduction)
 
 
@@ -285,9 +263,7 @@ def multimem_red(view: RefView | SymmetricRef, value: object, reduction: str = "
 def multimem_load_reduce(view: RefView | SymmetricRef, reduction: str = "add") -> Array:
     """The window reduced over every device's copy (f16/bf16 sums accumulate in f32)."""
     view, indices = _multimem_window(view, "multimem_load_reduce")
-    window, dtype = view.window, view.ref.dtype
     loaded = create(MultimemLoadReduceOp, source=view.ref.value, indices=indices,
-                    reduction=reduction, result_types=[vector_type(window.sizes, dtype)]).result
-    if window.shape != window.sizes:
-        loaded = emit_value(vector.ShapeCastOp, [loaded], vector_type(window.shape, dtype))
-    return Array(loaded)
+                    reduction=reduction,
+                    result_types=[vector_type(view.window.sizes, view.ref.dtype)]).result
+    return view.ref.loaded(view.window, loaded)

@@ -120,19 +120,24 @@ class Ref:
                 raise user_error(IndexError, f"window [{start.static}, {start.static + length}) "
                                              f"of dim {dim} is out of bounds for {self.name} of "
                                              f"shape {self.shape}")
-            if accessed:
-                self._check_reach(dim, start, length, size)
             starts.append(start)
             sizes.append(length)
             kept.append(keep)
         if not any(kept):
             raise user_error(IndexError, f"indexing every dim of {self.name} gives a scalar; "
                                          "keep at least one dim (a slice)")
-        return Window(tuple(starts), tuple(sizes), tuple(kept))
+        window = Window(tuple(starts), tuple(sizes), tuple(kept))
+        if accessed:
+            self.check_reach(window)
+        return window
+
+    def check_reach(self, window: Window) -> None:
+        """A located IndexError if a traced start can put `window` (loaded or stored) outside
+        the ref, naming the values (program ids, loop counters) that do."""
+        for dim, (start, length) in enumerate(zip(window.starts, window.sizes, strict=True)):
+            self._check_reach(dim, start, length, self.shape[dim])
 
     def _check_reach(self, dim: int, start: Index, length: int, size: int) -> None:
-        """A located IndexError if a traced start can put the window outside the dim, naming
-        the values (program ids, loop counters) that do."""
         bounds = None if start.static is not None else start.bounds()
         if bounds is None:
             return
@@ -170,32 +175,41 @@ class Ref:
                                          "static positive length, like `i:i + 128`")
         return start, length
 
+    def loaded(self, window: Window, vector_value: ir.Value) -> Array:
+        """The Array a load of `window` gives, from the vector an op loaded (of the window's
+        full rank): the dims integer indices dropped are dropped."""
+        if window.shape == window.sizes:
+            return Array(vector_value)
+        return Array(emit_value(vector.ShapeCastOp, [vector_value],
+                                vector_type(window.shape, self.dtype)))
+
+    def stored(self, window: Window, value: object, verb: str = "storing") -> ir.Value:
+        """`value` (an Array or a scalar, broadcast to the window) as the vector an op stores
+        into `window`, of its full rank; a located TypeError for another dtype."""
+        if not isinstance(value, Array):
+            value = scalar_array(value, window.shape, self.dtype)
+        if value.dtype != self.dtype:
+            raise user_error(TypeError, f"{verb} a {value.dtype.name} array into {self.name} "
+                                        f"of dtype {self.dtype.name}; cast it with .astype")
+        if value.shape != window.shape:
+            value = value.broadcast_to(window.shape)
+        if window.shape == window.sizes:
+            return value.value
+        return emit_value(vector.ShapeCastOp, [value.value],
+                          vector_type(window.sizes, self.dtype))
+
     @dsl_entry(VectorLoadOp)
     def __getitem__(self, key: object) -> Array:
         window = self.window(key, accessed=True)
         indices = [s.materialize() for s in window.starts]
         loaded = create(VectorLoadOp, source=self._value, indices=indices,
                         result_types=[vector_type(window.sizes, self.dtype)]).result
-        array = Array(loaded)
-        if window.shape != window.sizes:
-            array = Array(emit_value(vector.ShapeCastOp, [loaded],
-                                     vector_type(window.shape, self.dtype)))
-        return array
+        return self.loaded(window, loaded)
 
     @dsl_entry(VectorStoreOp)
     def __setitem__(self, key: object, value: object) -> None:
         window = self.window(key, accessed=True)
-        if not isinstance(value, Array):
-            value = scalar_array(value, window.shape, self.dtype)
-        if value.dtype != self.dtype:
-            raise user_error(TypeError, f"storing a {value.dtype.name} array into {self.name} "
-                                        f"of dtype {self.dtype.name}; cast it with .astype")
-        if value.shape != window.shape:
-            value = value.broadcast_to(window.shape)
-        stored = value.value
-        if window.shape != window.sizes:
-            stored = emit_value(vector.ShapeCastOp, [stored],
-                                vector_type(window.sizes, self.dtype))
+        stored = self.stored(window, value)
         indices = [s.materialize() for s in window.starts]
         create(VectorStoreOp, value=stored, destination=self._value, indices=indices)
 

@@ -54,31 +54,39 @@ def _signature(text: str) -> KernelSignature:
     return signature_from_json(text)
 
 
+Call = tuple[list[np.ndarray], list[np.ndarray]]  # one device's inputs and outputs (XLA's)
+
+
 def simulate_on_buffers(ptx: str, signature: KernelSignature, inputs: list[np.ndarray],
                         outputs: list[np.ndarray]) -> None:
     """Run the kernel on copies of `inputs` and zeroed outputs; write the outputs' final
     contents into `outputs` (XLA's buffers, which the kernel never sees half-written)."""
-    buffers = [np.array(x) for x in inputs] + [np.zeros_like(y) for y in outputs]
     module = CompiledModule(ptx, {signature.name: signature})
-    after = run_simulated(module, *buffers)
-    for target, result in zip(outputs, after[len(inputs):], strict=True):
-        np.copyto(target, result)
+    _write_back((inputs, outputs), run_simulated(module, *_kernel_arguments((inputs, outputs))))
 
 
-def simulate_devices(ptx: str, signature: KernelSignature,
-                     calls: dict[int, tuple[list[np.ndarray], list[np.ndarray]]]) -> None:
+def simulate_devices(ptx: str, signature: KernelSignature, calls: dict[int, Call]) -> None:
     """Run a collective kernel once over its devices: `calls[d]` holds device d's inputs
-    and output buffers (XLA's), filled as simulate_on_buffers fills one device's."""
+    and output buffers, filled as simulate_on_buffers fills one device's."""
     module = CompiledModule(ptx, {signature.name: signature})
     devices = sorted(calls)
-    args = [[np.array(x) for x in calls[d][0]] + [np.zeros_like(y) for y in calls[d][1]]
-            for d in devices]
     with _RUN_LOCK:
-        after = run_simulated_devices(module, args)
-    for d, results in zip(devices, after, strict=True):
-        inputs, outputs = calls[d]
-        for target, result in zip(outputs, results[len(inputs):], strict=True):
-            np.copyto(target, result)
+        after = run_simulated_devices(module, [_kernel_arguments(calls[d]) for d in devices])
+    for d, arguments in zip(devices, after, strict=True):
+        _write_back(calls[d], arguments)
+
+
+def _kernel_arguments(call: Call) -> list[np.ndarray]:
+    """The kernel's arguments for one call: copies of its inputs, zeroed outputs."""
+    inputs, outputs = call
+    return [np.array(x) for x in inputs] + [np.zeros_like(y) for y in outputs]
+
+
+def _write_back(call: Call, arguments: list[np.ndarray]) -> None:
+    """Copy the kernel's outputs (its arguments after the run) into the call's buffers."""
+    inputs, outputs = call
+    for target, result in zip(outputs, arguments[len(inputs):], strict=True):
+        np.copyto(target, result)
 
 
 def _buffer(address: int, size: int, shape: tuple[int, ...], dtype: np.dtype, what: str

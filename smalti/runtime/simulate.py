@@ -79,13 +79,9 @@ def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None,
     stderr), block by block in launch order."""
     signature = compiled.signature(kernel)
     cluster = launch_cluster(signature, options.pop("cluster", None))
-    buffers = [a.copy() if isinstance(a, np.ndarray) else a
-               for a in check_arguments(signature, args)]
-    debug = ([np.zeros(signature.debug_buffer_bytes, np.uint8)] if signature.debug_prints
-             else [])
+    buffers, debug = _launch_buffers(signature, args)
     run_ptx(compiled.ptx, signature.name, signature.grid, signature.block,
-            [*buffers, *sim_tensor_maps(signature, buffers), *debug],
-            shared_bytes=signature.smem_bytes,
+            _parameters(signature, buffers, debug), shared_bytes=signature.smem_bytes,
             cluster=None if cluster == (1, 1, 1) else cluster, **options)
     if debug:
         print_debug_buffer(signature, debug[0], print_fn)
@@ -110,15 +106,13 @@ def run_simulated_devices(compiled: CompiledModule, args_per_device: list[tuple]
         raise ValueError(f"kernel @{signature.name} is compiled for {spec.devices} devices "
                          f"(its 'smalti.devices'); {devices} were given arguments")
     cluster = launch_cluster(signature, options.pop("cluster", None))
-    buffers = [[a.copy() if isinstance(a, np.ndarray) else a
-                for a in check_arguments(signature, tuple(args))] for args in args_per_device]
-    debug = [[np.zeros(signature.debug_buffer_bytes, np.uint8)] if signature.debug_prints
-             else [] for _ in range(devices)]
+    buffers, debug = zip(*(_launch_buffers(signature, tuple(args))
+                           for args in args_per_device), strict=True)
     heaps = [np.zeros(max(spec.symmetric_bytes, 1), np.uint8) for _ in range(devices)]
     run_ptx_devices(
         compiled.ptx, signature.name, signature.grid, signature.block,
-        [[*buffers[d], *sim_tensor_maps(signature, buffers[d]), *debug[d],
-          *collective_arguments(signature, d)] for d in range(devices)],
+        [[*_parameters(signature, buffers[d], debug[d]), *collective_arguments(signature, d)]
+         for d in range(devices)],
         symmetric=heaps, shared_bytes=signature.smem_bytes,
         cluster=None if cluster == (1, 1, 1) else cluster, **options)
     for d in range(devices):
@@ -126,7 +120,22 @@ def run_simulated_devices(compiled: CompiledModule, args_per_device: list[tuple]
             print_debug_buffer(signature, debug[d][0],
                                lambda line, d=d: (print_fn or _print_stderr)(
                                    f"[device {d}] {line}"))
-    return buffers
+    return list(buffers)
+
+
+def _launch_buffers(signature: KernelSignature, args: tuple) -> tuple[list, list]:
+    """Copies of the checked arguments (the launch updates them) and the kernel's hidden
+    debug buffer, zeroed (an empty list when it prints nothing)."""
+    buffers = [a.copy() if isinstance(a, np.ndarray) else a
+               for a in check_arguments(signature, args)]
+    debug = ([np.zeros(signature.debug_buffer_bytes, np.uint8)] if signature.debug_prints
+             else [])
+    return buffers, debug
+
+
+def _parameters(signature: KernelSignature, buffers: list, debug: list) -> list:
+    """The kernel's parameters in the launch ABI's order: arguments, tensor maps, debug."""
+    return [*buffers, *sim_tensor_maps(signature, buffers), *debug]
 
 
 def collective_arguments(signature: KernelSignature, device: int) -> list:
