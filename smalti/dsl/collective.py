@@ -44,6 +44,7 @@ from smalti.dsl.dtypes import mlir_name, mlir_type
 from smalti.dsl.index import Index, IndexLike, as_index
 from smalti.dsl.locations import SourcePosition, user_error, user_position
 from smalti.dsl.refs import Ref, RefView
+from smalti.dsl.smem import round_up
 from smalti.dsl.trace import active, create, dsl_entry, emit_value
 
 
@@ -57,7 +58,8 @@ class Symmetric:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(self.shape))
-        if not self.shape or any(not isinstance(s, int) or s < 1 for s in self.shape):
+        if not self.shape or any(isinstance(s, bool) or not isinstance(s, int) or s < 1
+                                 for s in self.shape):
             raise user_error(ValueError, f"sd.Symmetric needs a shape of positive ints, got "
                                          f"{self.shape!r}")
         if mlir_name(self.dtype) is None:
@@ -79,7 +81,7 @@ class Semaphores:
     where: SourcePosition | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.count, int) or self.count < 1:
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
             raise user_error(ValueError, f"sd.Semaphores needs a positive count, got "
                                          f"{self.count!r}")
         if self.where is None:
@@ -102,7 +104,7 @@ def plan_symmetric(decls: Sequence[object], kernel: str) -> tuple[tuple[int, Sym
             raise TypeError(f"kernel {kernel}: symmetric=[...] takes sd.Symmetric and "
                             f"sd.Semaphores, got {decl!r}")
         placed.append((offset, decl))
-        offset += -(-decl.nbytes // SYMMETRIC_ALIGNMENT) * SYMMETRIC_ALIGNMENT
+        offset += round_up(decl.nbytes, SYMMETRIC_ALIGNMENT)
     return tuple(placed)
 
 
