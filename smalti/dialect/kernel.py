@@ -113,46 +113,48 @@ def kernel_signature(func: ir.Operation) -> KernelSignature:
     warpgroups = kernel_warpgroups(func)
     args = tuple(_kernel_arg(func, name, i, t) for i, t in enumerate(function_type.inputs))
     prints = debug_print_records(func, math.prod(grid) * warpgroups)
-    return KernelSignature(name, grid, warpgroups, args, dynamic_smem_bytes(func),
+    carving = _carving(func)
+    return KernelSignature(name, grid, warpgroups, args, carving.smem_bytes,
                            debug_prints=prints, cluster=cluster,
-                           collective=collective_spec(func))
+                           collective=_collective_spec(func, carving))
 
 
-def collective_spec(func: ir.Operation) -> CollectiveSpec | None:
+@dataclass
+class _Carving:
+    """What a kernel's ops carve out of its buffers: the ends of its slices of dynamic
+    shared memory and of the symmetric heap, and whether it uses multimem."""
+
+    smem_bytes: int = 0
+    symmetric_bytes: int = 0
+    multimem: bool = False
+
+
+def _carving(func: ir.Operation) -> _Carving:
+    """The kernel's `_Carving`, in one walk."""
+    carving = _Carving()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        view = op.operation.opview
+        match view:
+            case SliceSmemOp():
+                carving.smem_bytes = max(carving.smem_bytes, view.end_bytes() or 0)
+            case SliceSymmetricOp():
+                carving.symmetric_bytes = max(carving.symmetric_bytes, view.end_bytes() or 0)
+            case MultimemStoreOp() | MultimemLoadReduceOp() | MultimemRedOp():
+                carving.multimem = True
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return carving
+
+
+def _collective_spec(func: ir.Operation, carving: _Carving) -> CollectiveSpec | None:
     """The kernel's `CollectiveSpec` (None: it reaches no other device)."""
     devices = kernel_devices(func)
     if devices is None:
         return None
-    ends, multimem = [0], False
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal multimem
-        view = op.operation.opview
-        if isinstance(view, SliceSymmetricOp):
-            end = view.end_bytes()
-            if end is not None:
-                ends.append(end)
-        multimem |= isinstance(view, MultimemStoreOp | MultimemLoadReduceOp | MultimemRedOp)
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return CollectiveSpec(devices, kernel_mesh_axis(func), max(ends), multimem)
-
-
-def dynamic_smem_bytes(func: ir.Operation) -> int:
-    """The dynamic shared memory a kernel's `smalti.slice_smem` ops carve: max offset + size."""
-    ends = [0]
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        view = op.operation.opview
-        if isinstance(view, SliceSmemOp):
-            end = view.end_bytes()
-            if end is not None:
-                ends.append(end)
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return max(ends)
+    return CollectiveSpec(devices, kernel_mesh_axis(func), carving.symmetric_bytes,
+                          carving.multimem)
 
 
 def _kernel_arg(func: ir.Operation, name: str, index: int, t: ir.Type) -> KernelArg:
