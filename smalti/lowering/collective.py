@@ -23,6 +23,8 @@ element per instruction for integers, which multimem does not vectorise.
 
 from __future__ import annotations
 
+import dataclasses
+
 from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import type_name
@@ -59,7 +61,6 @@ from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
 from smalti.tiling import Layout, WGSplatLayout
 
 MULTIMEM_PTX_VERSION = "8.2"  # multimem is PTX 8.1; its .acc::f32 needs 8.2
-HEAP_OFFSET = "heap_offset"  # ctx.cache key: (HEAP_OFFSET, address) -> its offset in the heap
 POINTER_BYTES = 8
 SEMAPHORE_BYTES = 4
 
@@ -100,9 +101,8 @@ def _slice_symmetric(ctx: LoweringContext, op: SliceSymmetricOp) -> None:
     assert offset is not None  # the verifier checked it
     own = _params(ctx, op).own_heap
     address = own if offset == 0 else ctx.builder.compute("add.s64", "u64", own, offset)
-    ctx.cache[(HEAP_OFFSET, address)] = offset
     strides = tuple(ref.get_strides_and_offset()[0])
-    ctx.set(op.result, BufferValue(address, tuple(ref.shape), strides, element))
+    ctx.set(op.result, BufferValue(address, tuple(ref.shape), strides, element, offset))
 
 
 @lowering_rule(DeviceIndexOp)
@@ -134,51 +134,54 @@ def _peer_heap(ctx: LoweringContext, op: ir.OpView, device: ir.Value) -> Registe
     return b.compute("cvta.to.global.u64", "u64", b.compute("ld.global.u64", "u64", entry))
 
 
-def _moved(ctx: LoweringContext, op: ir.OpView, address: Register, base: Register
-           ) -> Register:
-    """`address` in the own heap, moved to the same offset from `base` (a constant offset
-    when the address is a slice_symmetric's)."""
+def _moved(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue, base: Register
+           ) -> BufferValue:
+    """`buffer` (in the own heap) at the same offset from `base`: a peer's heap or the
+    multicast address (a constant offset when the buffer's is known)."""
     b = ctx.builder
-    known = ctx.cache.get((HEAP_OFFSET, address))
-    if known is not None:
-        moved = base if known == 0 else b.compute("add.s64", "u64", base, known)
-        ctx.cache[(HEAP_OFFSET, moved)] = known
-        return moved
-    offset = b.compute("sub.s64", "u64", address, _params(ctx, op).own_heap)
-    return b.compute("add.s64", "u64", base, offset)
+    if buffer.heap_offset is None:
+        offset = b.compute("sub.s64", "u64", buffer.address, _params(ctx, op).own_heap)
+        address = b.compute("add.s64", "u64", base, offset)
+    elif buffer.heap_offset:
+        address = b.compute("add.s64", "u64", base, buffer.heap_offset)
+    else:
+        address = base
+    return dataclasses.replace(buffer, address=address)
 
 
 @lowering_rule(RemoteRefOp)
 def _remote_ref(ctx: LoweringContext, op: RemoteRefOp) -> None:
-    buffer = ctx.buffer(op, op.source)
-    address = _moved(ctx, op, buffer.address, _peer_heap(ctx, op, op.device))
-    ctx.set(op.result, BufferValue(address, buffer.shape, buffer.strides, buffer.element))
+    ctx.set(op.result, _moved(ctx, op, ctx.buffer(op, op.source),
+                              _peer_heap(ctx, op, op.device)))
 
 
-def _semaphore(ctx: LoweringContext, op: ir.OpView, semaphores: ir.Value, index: ir.Value
-               ) -> Address:
+def _semaphore(ctx: LoweringContext, op: ir.OpView, semaphores: BufferValue,
+               index: ir.Value) -> Address:
     """The address of semaphore `index` of the array."""
-    buffer = ctx.buffer(op, semaphores)
     scalar = ctx.scalar(op, index)
     if scalar.constant is not None:
-        return Address(buffer.address, SEMAPHORE_BYTES * int(scalar.constant))
+        return Address(semaphores.address, SEMAPHORE_BYTES * int(scalar.constant))
     b = ctx.builder
     low = b.compute("cvt.u32.u64", "u32", scalar.operand)
-    return Address(b.compute("mad.wide.u32", "u64", low, SEMAPHORE_BYTES, buffer.address))
+    return Address(b.compute("mad.wide.u32", "u64", low, SEMAPHORE_BYTES,
+                             semaphores.address))
 
 
 @lowering_rule(SemaphoreSignalOp)
 def _semaphore_signal(ctx: LoweringContext, op: SemaphoreSignalOp) -> None:
-    local = _semaphore(ctx, op, op.semaphores, op.index)
-    remote = _moved(ctx, op, local.base, _peer_heap(ctx, op, op.device))
+    semaphores = ctx.buffer(op, op.semaphores)
+    local = _semaphore(ctx, op, semaphores, op.index)
+    if local.base is not semaphores.address:  # a traced index: its offset in the heap too
+        semaphores = dataclasses.replace(semaphores, address=local.base, heap_offset=None)
+    remote = _moved(ctx, op, semaphores, _peer_heap(ctx, op, op.device))
     warpgroup_sync(ctx)
-    ctx.builder.emit("red.release.sys.global.add.u32", Address(remote, local.offset),
+    ctx.builder.emit("red.release.sys.global.add.u32", Address(remote.address, local.offset),
                      Immediate(op.increment), guard=Guard(leader(ctx)))
 
 
 @lowering_rule(SemaphoreWaitOp)
 def _semaphore_wait(ctx: LoweringContext, op: SemaphoreWaitOp) -> None:
-    address = _semaphore(ctx, op, op.semaphores, op.index)
+    address = _semaphore(ctx, op, ctx.buffer(op, op.semaphores), op.index)
     b = ctx.builder
     done, poll = b.new_label("semaphore_taken"), b.new_label("semaphore_poll")
     b.emit("bra", done, guard=Guard(leader(ctx), negated=True))
@@ -198,9 +201,7 @@ def _semaphore_wait(ctx: LoweringContext, op: SemaphoreWaitOp) -> None:
 
 def _multicast_buffer(ctx: LoweringContext, op: ir.OpView, ref: ir.Value) -> BufferValue:
     """The symmetric ref at the heap's multicast address."""
-    buffer = ctx.buffer(op, ref)
-    address = _moved(ctx, op, buffer.address, _params(ctx, op).multicast)
-    return BufferValue(address, buffer.shape, buffer.strides, buffer.element)
+    return _moved(ctx, op, ctx.buffer(op, ref), _params(ctx, op).multicast)
 
 
 def _unit(op: ir.OpView, element_name: str, pack: int, count: int) -> tuple[str, int]:

@@ -87,6 +87,9 @@ class BufferValue:
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # in elements
     element: ElementType
+    # A symmetric buffer's byte offset in its device's symmetric heap, when known while
+    # lowering (smalti.lowering.collective moves it to a peer's heap by this offset).
+    heap_offset: int | None = None
 
     @property
     def size_bytes(self) -> int:
