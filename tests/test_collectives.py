@@ -294,3 +294,38 @@ def test_multimem_red_from_the_dsl():
     after = run_simulated_devices(module, [(x, np.zeros_like(x)) for x in xs])
     for d in range(3):
         np.testing.assert_array_equal(after[d][1], np.maximum.reduce(xs))
+
+
+@sd.kernel(out_shape=lambda x, devices: S((devices * x.shape[0], x.shape[1]), x.dtype),
+           mesh_axis="x", smem=lambda x, devices: [sd.Barriers(1), sd.SMEM(x.shape, x.dtype)],
+           symmetric=lambda x, devices: [sd.Symmetric(x.shape, x.dtype), sd.Semaphores(2)])
+def gather_by_tma(x_ref, out_ref, bars, tile, staged, sems):
+    """An all-gather through TMA: each device stages its shard, then TMA-loads every
+    device's copy (a traced peer) into shared memory and TMA-stores it into its output; it
+    tells each peer when it is done reading, and waits for all before exiting."""
+    rows, devices, me = x_ref.shape[0], sd.device_count(), sd.device_index()
+    staged[...] = x_ref[...]
+    for peer in range(devices):
+        sems[0].signal(peer)
+    sems[0].wait(devices)
+    for step in range(devices):
+        source = (me + step) % devices
+        bars[0].arrive_expect_tx(tile.nbytes)
+        sd.async_copy(sd.remote_ref(staged, source).at[...], tile, bars[0])
+        bars[0].wait(step % 2)
+        sd.async_store(tile, out_ref.at[source * rows:source * rows + rows, :])
+        sd.async_store_wait()
+        sems[1].signal(source)
+    sems[1].wait(devices)
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_tma_loads_from_peers_symmetric_buffers(devices):
+    module = _module(gather_by_tma, S((64, 64), jnp.bfloat16), devices=devices)
+    assert module.signature("gather_by_tma").tensor_maps[0].symmetric_offset == 0
+    rng = np.random.default_rng(devices)
+    xs = [rng.standard_normal((64, 64)).astype(jnp.bfloat16) for _ in range(devices)]
+    after = run_simulated_devices(module, [(x, np.zeros((devices * 64, 64), jnp.bfloat16))
+                                           for x in xs])
+    for d in range(devices):
+        np.testing.assert_array_equal(after[d][1], np.concatenate(xs))

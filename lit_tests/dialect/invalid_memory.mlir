@@ -97,6 +97,18 @@ func.func @async_load_element_types(%g: memref<256x64xf32>) {
 
 // -----
 
+func.func @async_load_from_shared_memory() {
+  %o = arith.constant 0 : index
+  %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %g = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  %s = "smalti.slice_smem"(%o) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  // expected-error @+1 {{expects a global or symmetric memref, got memref<64x64xbf16, #gpu.address_space<workgroup>>}}
+  "smalti.async_load"(%g, %s, %b, %o, %o, %o) : (memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  return
+}
+
+// -----
+
 func.func @async_load_slice_lengths(%g: memref<256x64xbf16>) {
   %o = arith.constant 0 : index
   %b = "smalti.slice_smem"(%o) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>

@@ -312,3 +312,61 @@ func.func @multimem_int(%out: memref<4x128xi32>, %o64: memref<2x128xi64>) attrib
   "smalti.vector_store"(%x, %o64, %c0, %c0) : (vector<2x128xi64>, memref<2x128xi64>, index, index) -> ()
   return
 }
+
+// -----
+
+// TMA with symmetric buffers: a map over a symmetric buffer is one per device, in one
+// parameter of 128 bytes per device; a copy through a peer's copy (remote_ref) takes that
+// device's entry (a constant device: a constant offset; a traced one: mad.wide.u32), one
+// through the own copy the entry of the device index read at the entry. A load fences the
+// async proxy first (what it reads was written through the generic proxy, published by a
+// semaphore); in a kernel whose TMA stores write symmetric buffers, a signal first waits for
+// those writes (cp.async.bulk.wait_group 0) and fences the async proxy.
+// CHECK-LABEL: .visible .entry peer_tma(
+// CHECK-NEXT: .param .s32 peer_tma_param_arg0,
+// CHECK-NEXT: .param .align 64 .b8 peer_tma_param_tmap0[512],
+// CHECK-NEXT: .param .u64 peer_tma_param_smalti_device,
+// CHECK:      mov.u64 [[M:%rd[0-9]+]], peer_tma_param_tmap0;
+// CHECK-NEXT: cvta.param.u64 [[MAPS:%rd[0-9]+]], [[M]];
+// CHECK:      ld.global.u32 [[DEV:%r[0-9]+]], [{{%rd[0-9]+}}];
+// CHECK:      add.s64 [[M2:%rd[0-9]+]], [[MAPS]], 256;
+// CHECK:      @[[LEAD:%p[0-9]+]] fence.proxy.async.global;
+// CHECK:      @[[LEAD]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%r[0-9]+}}], [[[M2]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
+// CHECK:      mad.wide.u32 [[MP:%rd[0-9]+]], {{%r[0-9]+}}, 128, [[MAPS]];
+// CHECK:      @[[LEAD]] fence.proxy.async.global;
+// CHECK:      @[[LEAD]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%r[0-9]+}}], [[[MP]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
+// CHECK:      mad.wide.u32 [[MOWN:%rd[0-9]+]], [[DEV]], 128, [[MAPS]];
+// CHECK:      @[[LEAD]] cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [[[MOWN]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
+// CHECK:      @[[LEAD]] cp.async.bulk.wait_group 0;
+// CHECK-NEXT: @[[LEAD]] fence.proxy.async.global;
+// CHECK-NEXT: @[[LEAD]] red.release.sys.global.add.u32
+// SASS-LABEL: .text.peer_tma:
+// SASS:       UTMALDG.2D
+// SASS:       UTMASTG.2D
+func.func @peer_tma(%peer32: i32) attributes {
+    smalti.kernel, smalti.grid = array<i64: 1>, smalti.devices = 4 : i64} {
+  %peer = arith.index_cast %peer32 : i32 to index
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c1024 = arith.constant 1024 : index
+  %c16384 = arith.constant 16384 : index
+  %bars = "smalti.slice_smem"(%c0) : (index) -> memref<1xi64, #gpu.address_space<workgroup>>
+  %t = "smalti.slice_smem"(%c1024) : (index) -> memref<64x64xbf16, #gpu.address_space<workgroup>>
+  %buf = "smalti.slice_symmetric"(%c0) : (index) -> memref<128x64xbf16, "symmetric">
+  %sems = "smalti.slice_symmetric"(%c16384) : (index) -> memref<1xi32, "symmetric">
+  "smalti.initialize_barrier"(%bars) {arrival_count = 1 : i64} : (memref<1xi64, #gpu.address_space<workgroup>>) -> ()
+  %two = "smalti.remote_ref"(%buf, %c2) : (memref<128x64xbf16, "symmetric">, index) -> memref<128x64xbf16, "symmetric">
+  "smalti.arrive_expect_tx"(%bars, %c0) {bytes = 8192 : i64} : (memref<1xi64, #gpu.address_space<workgroup>>, index) -> ()
+  "smalti.async_load"(%two, %t, %bars, %c0, %c0, %c0) : (memref<128x64xbf16, "symmetric">, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  %p0 = arith.constant 0 : i32
+  "smalti.wait"(%bars, %c0, %p0) : (memref<1xi64, #gpu.address_space<workgroup>>, index, i32) -> ()
+  %other = "smalti.remote_ref"(%buf, %peer) : (memref<128x64xbf16, "symmetric">, index) -> memref<128x64xbf16, "symmetric">
+  "smalti.arrive_expect_tx"(%bars, %c0) {bytes = 8192 : i64} : (memref<1xi64, #gpu.address_space<workgroup>>, index) -> ()
+  "smalti.async_load"(%other, %t, %bars, %c0, %c0, %c0) : (memref<128x64xbf16, "symmetric">, memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<1xi64, #gpu.address_space<workgroup>>, index, index, index) -> ()
+  %p1 = arith.constant 1 : i32
+  "smalti.wait"(%bars, %c0, %p1) : (memref<1xi64, #gpu.address_space<workgroup>>, index, i32) -> ()
+  "smalti.async_store"(%t, %buf, %c0, %c0) : (memref<64x64xbf16, #gpu.address_space<workgroup>>, memref<128x64xbf16, "symmetric">, index, index) -> ()
+  "smalti.async_store_wait"() {pending = 0 : i64} : () -> ()
+  "smalti.semaphore_signal"(%sems, %c0, %peer) {increment = 1 : i64} : (memref<1xi32, "symmetric">, index, index) -> ()
+  return
+}

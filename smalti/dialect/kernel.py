@@ -49,7 +49,11 @@ class KernelArg:
 class TensorMapRecord:
     """A TMA tensor map a kernel takes as a `.param .align 64 .b8 NAME[128]` after its
     arguments: over kernel argument `arg` (a global ref of `dtype` and `shape`), boxes of
-    `box` elements (numpy order), swizzled by `swizzle` bytes (None: not swizzled)."""
+    `box` elements (numpy order), swizzled by `swizzle` bytes (None: not swizzled).
+
+    A map over a symmetric buffer (`symmetric_offset` set, `arg` -1) is one per device: the
+    parameter is `.b8 NAME[128 * devices]`, entry p the map over device p's copy of the
+    buffer, at its heap's address + `symmetric_offset` (row-major `shape`)."""
 
     param: str
     arg: int
@@ -57,6 +61,7 @@ class TensorMapRecord:
     shape: tuple[int, ...]
     box: tuple[int, ...]
     swizzle: int | None = None
+    symmetric_offset: int | None = None
 
 
 @dataclass(frozen=True)

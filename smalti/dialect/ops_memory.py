@@ -30,6 +30,7 @@ from smalti.dialect.checks import (
     constant_index,
     element_bytes,
     is_gmem_type,
+    is_symmetric_type,
     slice_end_bytes,
     smem_size_bytes,
 )
@@ -158,8 +159,8 @@ def _check_slice_lengths(op: ir.Operation, lengths: tuple[int, ...] | None,
 def _check_transfer(op: ir.Operation, gmem_value: ir.Value, smem_value: ir.Value,
                     indices: list[ir.Value], lengths: tuple[int, ...] | None) -> None:
     """Shared checks of async_load and async_store."""
-    if not is_gmem_type(gmem_value.type):
-        raise error_at(op, f"expects a global memref, got {gmem_value.type}")
+    if not (is_gmem_type(gmem_value.type) or is_symmetric_type(gmem_value.type)):
+        raise error_at(op, f"expects a global or symmetric memref, got {gmem_value.type}")
     gmem = ir.MemRefType(gmem_value.type)
     smem = check_smem_ref(op, smem_value, "the shared-memory ref")
     if gmem.element_type != smem.element_type:

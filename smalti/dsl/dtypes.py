@@ -6,7 +6,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import scalar_type, type_name
-from smalti.runtime.simulate import NUMPY_DTYPES
+from smalti.runtime.dtypes import NUMPY_DTYPES
 
 MLIR_NAMES: dict[np.dtype, str] = {dtype: name for name, dtype in NUMPY_DTYPES.items()}
 

@@ -11,7 +11,11 @@ table (entry p: device p's symmetric heap) and the heap's multicast address. At 
 A symmetric buffer at offset o is `%own + o`; its copy on device p is that address moved
 from the own heap to p's (`- %own + peers[p]`), so remote_ref applies to any symmetric ref.
 semaphore_signal: the warpgroup meets (bar.sync orders its threads' earlier writes before
-thread 0's release, which is cumulative), then thread 0 adds with `red.release.sys`.
+thread 0's release, which is cumulative), then thread 0 adds with `red.release.sys`; in a
+kernel whose TMA stores write symmetric buffers, thread 0 (which issues them) first waits
+for their writes (`cp.async.bulk.wait_group 0`) and fences the async proxy. A TMA load from
+a symmetric buffer fences the async proxy before it (`fence.proxy.async.global`): what it
+reads was written through the generic proxy and published by a semaphore.
 semaphore_wait: thread 0 polls with `ld.acquire.sys` until the value is reached, takes it
 off with `atom.cas` (a lost race with another waiter polls again), and the warpgroup meets,
 so every thread's later accesses follow the acquire. multimem ops address the heap's
@@ -85,12 +89,6 @@ def declare_collective_params(ctx: LoweringContext) -> None:
     ctx.collective = CollectiveParams(device, addresses[1], own, multicast)
 
 
-def _params(ctx: LoweringContext, op: ir.OpView) -> CollectiveParams:
-    if ctx.collective is None:
-        raise error_at(op, "is in a kernel without 'smalti.devices'")
-    return ctx.collective
-
-
 @lowering_rule(SliceSymmetricOp)
 def _slice_symmetric(ctx: LoweringContext, op: SliceSymmetricOp) -> None:
     ref = ir.MemRefType(op.result.type)
@@ -99,7 +97,7 @@ def _slice_symmetric(ctx: LoweringContext, op: SliceSymmetricOp) -> None:
         raise error_at(op, f"symmetric buffers of {ref.element_type} are not supported")
     offset = constant_index(op.offset)
     assert offset is not None  # the verifier checked it
-    own = _params(ctx, op).own_heap
+    own = ctx.collective_params(op).own_heap
     address = own if offset == 0 else ctx.builder.compute("add.s64", "u64", own, offset)
     strides = tuple(ref.get_strides_and_offset()[0])
     ctx.set(op.result, BufferValue(address, tuple(ref.shape), strides, element, offset))
@@ -107,7 +105,7 @@ def _slice_symmetric(ctx: LoweringContext, op: SliceSymmetricOp) -> None:
 
 @lowering_rule(DeviceIndexOp)
 def _device_index(ctx: LoweringContext, op: DeviceIndexOp) -> None:
-    device = _params(ctx, op).device
+    device = ctx.collective_params(op).device
     wide = ctx.builder.compute("cvt.u64.u32", "u64", device)
     ctx.set(op.result, ScalarValue(wide, ELEMENT_TYPES["index"], 1))
 
@@ -122,7 +120,7 @@ def _device_count(ctx: LoweringContext, op: DeviceCountOp) -> None:
 
 def _peer_heap(ctx: LoweringContext, op: ir.OpView, device: ir.Value) -> Register:
     """The global address of `device`'s symmetric heap (a load from the peer table)."""
-    params = _params(ctx, op)
+    params = ctx.collective_params(op)
     b = ctx.builder
     scalar = ctx.scalar(op, device)
     if scalar.constant is not None:
@@ -140,7 +138,7 @@ def _moved(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue, base: Regis
     multicast address (a constant offset when the buffer's is known)."""
     b = ctx.builder
     if buffer.heap_offset is None:
-        offset = b.compute("sub.s64", "u64", buffer.address, _params(ctx, op).own_heap)
+        offset = b.compute("sub.s64", "u64", buffer.address, ctx.collective_params(op).own_heap)
         address = b.compute("add.s64", "u64", base, offset)
     elif buffer.heap_offset:
         address = b.compute("add.s64", "u64", base, buffer.heap_offset)
@@ -175,8 +173,12 @@ def _semaphore_signal(ctx: LoweringContext, op: SemaphoreSignalOp) -> None:
         semaphores = dataclasses.replace(semaphores, address=local.base, heap_offset=None)
     remote = _moved(ctx, op, semaphores, _peer_heap(ctx, op, op.device))
     warpgroup_sync(ctx)
+    guard = Guard(leader(ctx))
+    if ctx.symmetric_stores:  # thread 0's TMA stores to symmetric buffers complete first
+        ctx.builder.emit("cp.async.bulk.wait_group", Immediate(0), guard=guard)
+        ctx.builder.emit("fence.proxy.async.global", guard=guard)
     ctx.builder.emit("red.release.sys.global.add.u32", Address(remote.address, local.offset),
-                     Immediate(op.increment), guard=Guard(leader(ctx)))
+                     Immediate(op.increment), guard=guard)
 
 
 @lowering_rule(SemaphoreWaitOp)
@@ -201,7 +203,7 @@ def _semaphore_wait(ctx: LoweringContext, op: SemaphoreWaitOp) -> None:
 
 def _multicast_buffer(ctx: LoweringContext, op: ir.OpView, ref: ir.Value) -> BufferValue:
     """The symmetric ref at the heap's multicast address."""
-    return _moved(ctx, op, ctx.buffer(op, ref), _params(ctx, op).multicast)
+    return _moved(ctx, op, ctx.buffer(op, ref), ctx.collective_params(op).multicast)
 
 
 def _unit(op: ir.OpView, element_name: str, pack: int, count: int) -> tuple[str, int]:

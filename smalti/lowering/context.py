@@ -22,7 +22,8 @@ from smalti.ptx import Guard, KernelBuilder, Register, Symbol
 from smalti.ptx.module import SourceLocation
 from smalti.tiling import WARPGROUP_SIZE, Distribution, Layout
 
-TensorMapKey = tuple[int, tuple[int, ...], int | None]  # (argument, box, swizzle)
+# (argument, symmetric offset, box, swizzle): one tensor map each
+TensorMapKey = tuple[int, int | None, tuple[int, ...], int | None]
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class LoweringContext:
         # Per kernel, kept across regions:
         self.tensor_maps: dict[TensorMapKey, Register] = {}  # generic address of each map
         self.tensor_map_records: tuple[TensorMapRecord, ...] = ()  # the maps it takes
+        self.symmetric_stores = False  # whether TMA stores write symmetric buffers
         self.debug_buffer: DebugBuffer | None = None
         self.collective: CollectiveParams | None = None
         self.smem_declared = False  # the dynamic shared buffer's .extern .shared
@@ -125,6 +127,12 @@ class LoweringContext:
 
     def get(self, value: ir.Value) -> LoweredValue:
         return self.values[value]
+
+    def collective_params(self, op: ir.Operation) -> CollectiveParams:
+        """The collective kernel's hidden parameters; a located error in any other kernel."""
+        if self.collective is None:
+            raise error_at(op, "is in a kernel without 'smalti.devices'")
+        return self.collective
 
     def scalar(self, op: ir.Operation, value: ir.Value) -> ScalarValue:
         lowered = self.values.get(value)

@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import type_name
+from smalti.dialect.checks import constant_index
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.kernel import TensorMapRecord
 from smalti.dialect.launch import is_kernel
+from smalti.dialect.ops_collective import RemoteRefOp, SliceSymmetricOp
 from smalti.dialect.ops_memory import AsyncLoadOp, AsyncStoreOp, AsyncStoreWaitOp
 from smalti.lowering.barriers import barrier_address, leader
-from smalti.lowering.context import LoweringContext
+from smalti.lowering.context import LoweringContext, TensorMapKey
 from smalti.lowering.proxy import publish_smem_writes
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.smem import SmemRef, inferred_transforms, smem_address, smem_ref, static_offset
@@ -137,12 +139,41 @@ def _lengths(op: AsyncCopyOp, smem_shape: tuple[int, ...]) -> tuple[int, ...]:
     return op.slice_lengths if op.slice_lengths is not None else smem_shape
 
 
+@dataclass(frozen=True)
+class GlobalOrigin:
+    """Where an async op's global ref lives: kernel argument `arg`, or (arg -1) the
+    symmetric buffer at `symmetric_offset` of the heap, the copy of device `device` (an
+    index value; None: this device's own)."""
+
+    arg: int
+    symmetric_offset: int | None = None
+    device: ir.Value | None = None
+
+
+def global_origin(op: AsyncCopyOp) -> GlobalOrigin:
+    """The kernel argument or symmetric buffer an async op's global ref is (a located error
+    for any other ref: TMA needs a tensor map made before the launch)."""
+    value, device = op.global_ref, None
+    while not isinstance(value.owner, ir.Block):
+        match value.owner.operation.opview:
+            case RemoteRefOp() as remote:  # the outermost names the device
+                device = remote.device if device is None else device
+                value = remote.source
+            case SliceSymmetricOp() as slice_op:
+                return GlobalOrigin(-1, constant_index(slice_op.offset), device)
+            case _:
+                break
+    else:
+        if is_kernel(value.owner.owner.operation):
+            return GlobalOrigin(ir.BlockArgument(value).arg_number)
+    raise error_at(op, "TMA copies need a kernel argument or a symmetric buffer "
+                       "(smalti.slice_symmetric, or smalti.remote_ref of one) as the global ref")
+
+
 def _record(op: AsyncCopyOp, param: str) -> TensorMapRecord:
     """The tensor map one async op needs (named `param`)."""
-    gmem, smem = op.global_ref, op.shared_ref
-    if not (isinstance(gmem.owner, ir.Block) and is_kernel(gmem.owner.owner.operation)):
-        raise error_at(op, "TMA copies need a kernel argument as the global ref")
-    gmem = ir.BlockArgument(gmem)
+    smem = op.shared_ref
+    origin = global_origin(op)
     transforms = inferred_transforms(op, "in_transforms", 0)
     smem_type = ir.MemRefType(smem.type)
     shape = tuple(smem_type.shape)
@@ -155,18 +186,22 @@ def _record(op: AsyncCopyOp, param: str) -> TensorMapRecord:
         raise error_at(op, f"TMA cannot use this shared-memory ref: {problem}")
     part = op.part_shape()
     _check_part(op, shape, part, transforms, element)
-    gmem_type = ir.MemRefType(gmem.type)
+    gmem_type = ir.MemRefType(op.global_ref.type)
     lengths = _lengths(op, shape)
     box = iter(plan_copies(part, transforms).box)
     global_box = tuple(1 if n == -1 else next(box) for n in lengths)
     swizzles = [t.swizzle_bytes for t in transforms if isinstance(t, SwizzleTransform)]
-    return TensorMapRecord(param, gmem.arg_number, type_name(gmem_type.element_type),
-                           tuple(gmem_type.shape), global_box, swizzles[0] if swizzles else None)
+    return TensorMapRecord(param, origin.arg, type_name(gmem_type.element_type),
+                           tuple(gmem_type.shape), global_box, swizzles[0] if swizzles else None,
+                           origin.symmetric_offset)
 
 
-def tensor_map_records(func: ir.Operation) -> tuple[TensorMapRecord, ...]:
-    """Every tensor map the kernel's async ops need, deduplicated, in first-use order."""
-    records: dict[tuple, TensorMapRecord] = {}
+def _key(record: TensorMapRecord) -> TensorMapKey:
+    return (record.arg, record.symmetric_offset, record.box, record.swizzle)
+
+
+def _async_copies(func: ir.Operation) -> list[AsyncCopyOp]:
+    """The kernel's async_load and async_store ops, in program order."""
     ops: list[AsyncCopyOp] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -176,29 +211,56 @@ def tensor_map_records(func: ir.Operation) -> tuple[TensorMapRecord, ...]:
         return ir.WalkResult.ADVANCE
 
     func.walk(visit, ir.WalkOrder.PRE_ORDER)
-    for op in ops:
+    return ops
+
+
+def tensor_map_records(func: ir.Operation) -> tuple[TensorMapRecord, ...]:
+    """Every tensor map the kernel's async ops need, deduplicated, in first-use order."""
+    records: dict[TensorMapKey, TensorMapRecord] = {}
+    for op in _async_copies(func):
         record = _record(op, "")
-        key = (record.arg, record.box, record.swizzle)
-        if key not in records:
-            records[key] = _record(op, f"tmap{len(records)}")
+        if _key(record) not in records:
+            records[_key(record)] = _record(op, f"tmap{len(records)}")
     return tuple(records.values())
 
 
 def declare_tensor_maps(ctx: LoweringContext, func: ir.Operation) -> None:
     """Add the kernel's tensor-map parameters (after its arguments), take their generic
-    addresses (TMA reads the map through one), and record them for the launch ABI."""
+    addresses (TMA reads the map through one), and record them for the launch ABI. A map of
+    a symmetric buffer is an array of one map per device."""
     ctx.tensor_map_records = tensor_map_records(func)
+    ctx.symmetric_stores = any(isinstance(op, AsyncStoreOp)
+                               and global_origin(op).symmetric_offset is not None
+                               for op in _async_copies(func))
+    devices = ctx.signature.collective.devices if ctx.signature.collective else 1
     for record in ctx.tensor_map_records:
+        copies = devices if record.symmetric_offset is not None else 1
         symbol = ctx.builder.param(record.param, "b8", align=TENSOR_MAP_ALIGN,
-                                   array=TENSOR_MAP_BYTES)
+                                   array=TENSOR_MAP_BYTES * copies)
         param = ctx.builder.compute("mov.u64", "u64", symbol)
-        ctx.tensor_maps[(record.arg, record.box, record.swizzle)] = ctx.builder.compute(
-            "cvta.param.u64", "u64", param)
+        ctx.tensor_maps[_key(record)] = ctx.builder.compute("cvta.param.u64", "u64", param)
 
 
 def _tensor_map(ctx: LoweringContext, op: AsyncCopyOp) -> Register:
-    record = _record(op, "")
-    return ctx.tensor_maps[(record.arg, record.box, record.swizzle)]
+    """The generic address of the op's tensor map; for a symmetric buffer, the entry of
+    the device whose copy it is (its own by default)."""
+    base = ctx.tensor_maps[_key(_record(op, ""))]
+    origin = global_origin(op)
+    if origin.symmetric_offset is None:
+        return base
+    b = ctx.builder
+    if origin.device is None:
+        key = ("own tensor map", base.name)
+        if key not in ctx.cache:
+            ctx.cache[key] = b.compute("mad.wide.u32", "u64", ctx.collective_params(op).device,
+                                       TENSOR_MAP_BYTES, base)
+        return ctx.cache[key]
+    scalar = ctx.scalar(op, origin.device)
+    if scalar.constant is not None:
+        return b.compute("add.s64", "u64", base, TENSOR_MAP_BYTES * int(scalar.constant))
+    low = (scalar.operand if scalar.type.bits == 32
+           else b.compute("cvt.u32.u64", "u32", scalar.operand))
+    return b.compute("mad.wide.u32", "u64", low, TENSOR_MAP_BYTES, base)
 
 
 def _copies(ctx: LoweringContext, op: AsyncCopyOp, ref: SmemRef, part: Register | None = None):
@@ -245,6 +307,8 @@ def _async_load(ctx: LoweringContext, op: AsyncLoadOp) -> None:
     tmap = _tensor_map(ctx, op)
     rank = ir.MemRefType(op.source.type).rank
     guard = Guard(leader(ctx))
+    if global_origin(op).symmetric_offset is not None:  # written through the generic proxy
+        ctx.builder.emit("fence.proxy.async.global", guard=guard)
     opcode = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
               "mbarrier::complete_tx::bytes")
     collective = _collective(ctx, op)

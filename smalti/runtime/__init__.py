@@ -3,9 +3,10 @@ through the launcher, both as JAX operations; exporting functions that call them
 
 from smalti.runtime.cache import CompiledKernel, compile_kernel
 from smalti.runtime.compiler import CompiledModule, compile_mlir
+from smalti.runtime.dtypes import NUMPY_DTYPES
 from smalti.runtime.exports import deserialize, export
 from smalti.runtime.jax_integration import register_targets
-from smalti.runtime.simulate import NUMPY_DTYPES, check_arguments, run_simulated
+from smalti.runtime.simulate import check_arguments, run_simulated
 
 __all__ = ["NUMPY_DTYPES", "CompiledKernel", "CompiledModule", "check_arguments",
            "compile_kernel", "compile_mlir", "deserialize", "export", "register_targets",

@@ -25,10 +25,11 @@ import numpy as np
 from smalti.dialect.kernel import KernelSignature
 from smalti.runtime.cache import CompiledKernel, cache_directory
 from smalti.runtime.compiler import CompiledModule
+from smalti.runtime.dtypes import NUMPY_DTYPES
 from smalti.runtime.launcher import load
 from smalti.runtime.rendezvous import Rendezvous
 from smalti.runtime.signatures import signature_from_json, signature_to_json
-from smalti.runtime.simulate import NUMPY_DTYPES, run_simulated, run_simulated_devices
+from smalti.runtime.simulate import run_simulated, run_simulated_devices
 
 TARGET_NAME = "smalti_simulate"
 HANDLER_SYMBOL = "SmaltiSimulate"

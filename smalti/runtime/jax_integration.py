@@ -30,8 +30,9 @@ from smalti.dialect.kernel import KernelSignature, TensorMapRecord
 from smalti.runtime.cache import CompiledKernel, cache_directory
 from smalti.runtime.cpu_target import TARGET_NAME as CPU_TARGET_NAME
 from smalti.runtime.cpu_target import cpu_attributes, register_cpu_target
+from smalti.runtime.dtypes import NUMPY_DTYPES
 from smalti.runtime.launcher import TARGET_NAME, register
-from smalti.runtime.simulate import NUMPY_DTYPES, launch_cluster, print_debug_buffer
+from smalti.runtime.simulate import launch_cluster, print_debug_buffer
 from smalti.runtime.tensor_maps import encode_arguments
 
 # CUtensorMapDataType values of the CUDA driver API.

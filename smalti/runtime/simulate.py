@@ -5,29 +5,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-import ml_dtypes
 import numpy as np
 
 from smalti.dialect.kernel import KernelSignature
 from smalti.dialect.ops_debug import HEADER_BYTES, DebugPrintRecord
 from smalti.runtime.compiler import CompiledModule
+from smalti.runtime.dtypes import NUMPY_DTYPES
 from smalti.runtime.tensor_maps import sim_tensor_maps
 from smalti.sim import Multicast, PeerTable, run_ptx, run_ptx_devices
 from smalti.tiling import WGSplatLayout
-
-NUMPY_DTYPES: dict[str, np.dtype] = {
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
-    "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
-    "i1": np.dtype(np.bool_),
-    "i8": np.dtype(np.int8),
-    "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32),
-    "i64": np.dtype(np.int64),
-}
 
 
 def check_arguments(signature: KernelSignature, args: tuple) -> list:
@@ -111,7 +97,8 @@ def run_simulated_devices(compiled: CompiledModule, args_per_device: list[tuple]
     heaps = [np.zeros(max(spec.symmetric_bytes, 1), np.uint8) for _ in range(devices)]
     run_ptx_devices(
         compiled.ptx, signature.name, signature.grid, signature.block,
-        [[*_parameters(signature, buffers[d], debug[d]), *collective_arguments(signature, d)]
+        [[*_parameters(signature, buffers[d], debug[d], heaps),
+          *collective_arguments(signature, d)]
          for d in range(devices)],
         symmetric=heaps, shared_bytes=signature.smem_bytes,
         cluster=None if cluster == (1, 1, 1) else cluster, **options)
@@ -133,9 +120,11 @@ def _launch_buffers(signature: KernelSignature, args: tuple) -> tuple[list, list
     return buffers, debug
 
 
-def _parameters(signature: KernelSignature, buffers: list, debug: list) -> list:
-    """The kernel's parameters in the launch ABI's order: arguments, tensor maps, debug."""
-    return [*buffers, *sim_tensor_maps(signature, buffers), *debug]
+def _parameters(signature: KernelSignature, buffers: list, debug: list,
+                heaps: list[np.ndarray] | None = None) -> list:
+    """The kernel's parameters in the launch ABI's order: arguments, tensor maps (those of
+    symmetric buffers over every device's heap in `heaps`), debug."""
+    return [*buffers, *sim_tensor_maps(signature, buffers, heaps or ()), *debug]
 
 
 def collective_arguments(signature: KernelSignature, device: int) -> list:

@@ -8,13 +8,16 @@ gives the simulator's `smalti.sim.TensorMap` records built from the same fields.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from smalti.dialect.kernel import KernelSignature, TensorMapRecord
-from smalti.sim import TensorMap
+from smalti.runtime.dtypes import NUMPY_DTYPES
+from smalti.sim import ParamStruct, TensorMap
+from smalti.sim.tensormap import TENSOR_MAP_BYTES
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,26 @@ def sim_tensor_map(record: TensorMapRecord, array: np.ndarray) -> TensorMap:
                      oob_fill=arguments.oob_fill)
 
 
-def sim_tensor_maps(signature: KernelSignature, buffers: Sequence[object]) -> list[TensorMap]:
-    """The simulator's tensor-map arguments of a kernel, in parameter order."""
-    return [sim_tensor_map(record, buffers[record.arg]) for record in signature.tensor_maps]
+def symmetric_view(record: TensorMapRecord, heap: np.ndarray) -> np.ndarray:
+    """The symmetric buffer a record maps, as an array over (aliasing) one device's heap."""
+    assert record.symmetric_offset is not None
+    dtype = NUMPY_DTYPES[record.dtype]
+    nbytes = math.prod(record.shape) * dtype.itemsize
+    start = record.symmetric_offset
+    return heap[start:start + nbytes].view(dtype).reshape(record.shape)
+
+
+def sim_tensor_maps(signature: KernelSignature, buffers: Sequence[object],
+                    heaps: Sequence[np.ndarray] = ()) -> list[TensorMap | ParamStruct]:
+    """The simulator's tensor-map arguments of a kernel, in parameter order: a map per
+    record, or for a symmetric buffer's record one per device (`heaps[p]` is device p's
+    symmetric heap) in one parameter."""
+    maps: list[TensorMap | ParamStruct] = []
+    for record in signature.tensor_maps:
+        if record.symmetric_offset is None:
+            maps.append(sim_tensor_map(record, buffers[record.arg]))
+            continue
+        maps.append(ParamStruct(bytes(TENSOR_MAP_BYTES * len(heaps)), tensor_maps={
+            p * TENSOR_MAP_BYTES: sim_tensor_map(record, symmetric_view(record, heap))
+            for p, heap in enumerate(heaps)}))
+    return maps
