@@ -35,14 +35,15 @@ The devices run interleaved, not one after another: their threads are scheduled 
 satisfy is reported as a deadlock naming the devices, blocks and PTX lines of the polling
 loads; a plain access to a symmetric buffer that conflicts with another device's access
 without system-scope release/acquire between them is reported as a race naming both
-devices and lines (sim/peers.py).
+devices and lines (sim/peers.py). Bulk copies to and from peers' symmetric buffers, tensor
+(TMA, `cp.async.bulk.tensor` and `cp.reduce.async.bulk.tensor` through a tensor map over a
+peer's buffer, sim/ops/tma.py) or not (sim/ops/bulk.py), are checked too, as weak accesses
+at issue and again when the program synchronises with them.
 
-Not modelled yet: race checks of tensor bulk copies (TMA, cp.async.bulk.tensor) to and from
-peers (non-tensor cp.async.bulk copies are checked, sim/ops/bulk.py), fp8 multimem forms,
-ordering between the threads of one device in the race check (a device is one agent), and
-deadlock proofs for polls whose registers change every iteration (a loop that counts its
-polls, or reads %globaltimer for a timeout): those let other threads run every few
-iterations but, if never satisfied, run forever.
+Not modelled yet: fp8 multimem forms, ordering between the threads of one device in the
+race check (a device is one agent), and deadlock proofs for polls whose registers change
+every iteration (a loop that counts its polls, or reads %globaltimer for a timeout): those
+let other threads run every few iterations but, if never satisfied, run forever.
 """
 
 from __future__ import annotations

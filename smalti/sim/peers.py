@@ -16,14 +16,14 @@ device e != d when at least one writes, they are not both strong, and e's access
 happen before (its clock is above clock[d][e]): a race, reported with both devices and lines.
 
 Multimem instructions (ops/multimem.py) access every device's copy of a location as one
-access. Non-tensor bulk copies (ops/bulk.py) are weak accesses that may happen any time
-between their issue and the program's synchronisation with them: checked at issue, and again
-at retirement against the clock the device had at issue (recorded with the later clock).
+access. Bulk copies, non-tensor (ops/bulk.py) and tensor (TMA, ops/tma.py), are weak
+accesses that may happen any time between their issue and the program's synchronisation with
+them (`PeerOrder.bulk_access`): checked at issue, and again at retirement against the clock
+the device had at issue (recorded with the later clock).
 
 Simplifications, on purpose for this first step: a device is one agent (its threads' order
 among themselves, `bar.sync` and the like, is taken as given); one read per byte is kept, so
-a race against an earlier reader of a byte read again since can be missed (never invented);
-tensor bulk copies (TMA, cp.async.bulk.tensor) to and from peers are not checked.
+a race against an earlier reader of a byte read again since can be missed (never invented).
 
 System-scope fences (`fence.sc.sys`, `fence.acq_rel.sys`, `membar.sys`) make the release and
 acquire patterns of the memory model: a fence then a strong write releases what the device
@@ -32,6 +32,7 @@ had at the fence; a strong read then a fence acquires what that read's address c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,9 @@ class Site:
 
     line: int | None
     text: str
+
+
+WEAK = Sync(False, False, False)  # a plain access: a bulk copy's global side (PTX ISA: weak)
 
 
 class PeerOrder:
@@ -154,6 +158,39 @@ class PeerOrder:
             self._check(int(d), rows, threads[mine], read, write, sync, since)
             self._record(int(d), rows, read, write, sync, site)
             self._synchronise(int(d), np.unique(where[mine]), read, write, sync)
+
+    def overlaps(self, address: int, nbytes: int) -> bool:
+        """Whether bytes [address, address + nbytes) may reach a symmetric buffer (a cheap
+        test before working out exactly which bytes an access touches)."""
+        end = self.base + (self.devices - 1) * self.stride + self.size
+        return address < end and address + nbytes > self.base
+
+    def bulk_access(self, addresses: np.ndarray, nbytes: int, thread: int, site: Site, *,
+                    read: bool, write: bool, what: str) -> Callable[[], None] | None:
+        """Check a bulk copy's global bytes (`nbytes` at each of `addresses`, weak accesses
+        by `thread`, a copy's `what` for messages) now, at issue, and return the check to run
+        when the program synchronises with the copy (None: nothing to check). The copy may
+        touch memory any time until then, so it must be ordered with nothing the device had
+        not synchronised with at issue: the second check uses the clock of the issue."""
+        addresses = np.asarray(addresses, np.uint64).reshape(-1, 1)  # k locations, one lane
+        if nbytes == 0 or addresses.size == 0:
+            return None
+        mask = np.zeros(self.device_of.size, np.bool_)
+        mask[thread] = True
+        lanes = Lanes(mask, everyone=False)
+        ident = self.site_id(site)
+        at_issue = self.clock[int(self.device_of[thread])].copy()
+        self.access(addresses, nbytes, lanes, read=read, write=write, sync=WEAK, site=ident)
+
+        def at_retirement() -> None:
+            try:
+                self.access(addresses, nbytes, lanes, read=read, write=write, sync=WEAK,
+                            site=ident, since=at_issue)
+            except Fault as fault:
+                raise Fault(f"{what}, synchronised with here: {fault.message}",
+                            thread) from None
+
+        return at_retirement
 
     def _check(self, d: int, rows: np.ndarray, threads: np.ndarray, read: bool, write: bool,
                sync: Sync, since: np.ndarray | None = None) -> None:

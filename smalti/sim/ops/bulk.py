@@ -26,7 +26,8 @@ touch global memory at any time between its issue and the program's synchronisat
 check sees it twice, conservatively: at issue, and when it is retired, both times against
 what the device had synchronised with at issue (a write another device made in between is a
 race even if the device acquired it since); the record left for later accesses carries the
-clock at retirement. A `wait_group.read` retires a store as a full `wait_group` does
+clock at retirement (sim/peers.py, `PeerOrder.bulk_access`, which TMA shares). A
+`wait_group.read` retires a store as a full `wait_group` does
 (the simulator does not tell the two apart), so a release after only `.read` is not reported.
 """
 
@@ -52,13 +53,12 @@ from smalti.sim.ops.bulk_queue import (
 )
 from smalti.sim.ops.memory import _address
 from smalti.sim.ops.shared_address import shared_offsets, shared_targets, thread_ids
-from smalti.sim.peers import Site, Sync
+from smalti.sim.peers import Site
 from smalti.sim.registry import Compute, Step
 
 CACHE_HINT = "L2::cache_hint"
 SPACES = ("global", "shared::cta", "shared::cluster")
 GRANULE = 16  # size and both addresses: multiples of 16 bytes
-WEAK = Sync(False, False, False)
 # cp.reduce.async.bulk into .global: operation -> element types (PTX ISA table).
 GLOBAL_REDUCTIONS = {
     "add": ("u32", "s32", "u64", "f32", "f64", "f16", "bf16"),
@@ -123,39 +123,6 @@ def _check_reduction(op: str | None, ptx_type: str, noftz: bool) -> None:
         raise Unsupported(".add.f16/.add.bf16 need .noftz, which only they take")
 
 
-def _peer_check(m: Machine, address: int, size: int, thread: int, site: Site, read: bool,
-                write: bool, since: np.ndarray | None = None) -> np.ndarray | None:
-    """The race check between devices of a bulk copy's global bytes (weak accesses); the
-    issuing device's clock before it (None outside a launch over several devices)."""
-    if m.peers is None or size == 0:
-        return None
-    device = int(m.geometry.device_of[thread])
-    clock = m.peers.clock[device].copy()
-    mask = np.zeros(m.geometry.threads, np.bool_)
-    mask[thread] = True
-    m.peers.access(np.array([address], np.uint64), size, Lanes(mask, everyone=False),
-                   read=read, write=write, sync=WEAK, site=m.peers.site_id(site), since=since)
-    return clock
-
-
-def _checked(m: Machine, address: int, size: int, thread: int, site: Site, read: bool,
-             write: bool, what: str) -> Callable[[], None]:
-    """Check the copy's global access now (at issue) and return the check to run when the
-    program synchronises with it: the copy may touch memory any time until then, so it must
-    be ordered with nothing the device had not synchronised with at issue."""
-    at_issue = _peer_check(m, address, size, thread, site, read, write)
-
-    def at_retirement() -> None:
-        if at_issue is None:
-            return
-        try:
-            _peer_check(m, address, size, thread, site, read, write, since=at_issue)
-        except Fault as fault:
-            raise Fault(f"{what}, synchronised with here: {fault.message}", thread) from None
-
-    return at_retirement
-
-
 def _global_region(m: Machine, address: int, size: int, thread: int, what: str) -> np.ndarray:
     """The global bytes a copy reads or writes, checked aligned and inside one buffer."""
     if address % GRANULE:
@@ -215,7 +182,9 @@ def _load(inst: Instruction, env: DecodeEnv, cluster: bool, multicast: bool,
                 targets = [(int(dst_blocks[i]), int(bar_blocks[i]))]
             else:
                 targets = multicast_targets(m, thread, int(masks[i]), what)
-            retired = _checked(m, source, nbytes, thread, site, True, False, what)
+            retired = None if m.peers is None else m.peers.bulk_access(
+                np.array([source], np.uint64), nbytes, thread, site, read=True, write=False,
+                what=what)
             for dst_block, bar_block in targets:
                 idx = _shared_bytes(m, dst_block, int(dsts[i]), nbytes, thread, what)
                 queue_shared_write(m, idx, (bar_block, int(bars[i])), lambda r=region: r,
@@ -247,7 +216,9 @@ def _store(inst: Instruction, env: DecodeEnv, op: str | None, ptx_type: str | No
             region = _global_region(m, target, nbytes, thread, what)
             block = int(m.geometry.block_of[thread])
             idx = _shared_bytes(m, block, int(srcs[i]), nbytes, thread, what)
-            retired = _checked(m, target, nbytes, thread, site, op is not None, True, what)
+            retired = None if m.peers is None else m.peers.bulk_access(
+                np.array([target], np.uint64), nbytes, thread, site, read=op is not None,
+                write=True, what=what)
             queue_shared_read(m, idx, _writer(region, op, ptx_type), thread, what, retired)
 
     return Compute(run)

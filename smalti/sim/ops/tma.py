@@ -8,15 +8,25 @@ back, skipping elements outside the tensor; a reduce combines them with what is 
 Loads complete through the mbarrier, stores and reduces through bulk groups
 (`cp.async.bulk.commit_group` / `wait_group{.read} N`). `cp` without `.tensor` (non-tensor
 bulk copies) is ops/bulk.py's; both queue their work with ops/bulk_queue.py.
+
+Between devices (sim/peers.py), the tensor may lie in another device's symmetric buffer (a
+tensor map over a peer's heap). As for non-tensor bulk copies, the copy's global side is a
+weak access that may happen any time between issue and the program's synchronisation with it
+(the mbarrier wait of a load, the wait_group of a store or reduce): the bytes of every
+in-bounds element of the box are race-checked at issue and again at retirement
+(`PeerOrder.bulk_access`), as runs of contiguous bytes, one per row of the box.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 from smalti.ptx.module import Instruction, Register, Symbol, TensorAddress, VectorOperand
 from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes
+from smalti.sim.lines import instruction_text
 from smalti.sim.machine import Machine
 from smalti.sim.memory import param_generic
 from smalti.sim.operands import DecodeEnv, Modifiers, address_parts, expect, reader
@@ -29,6 +39,7 @@ from smalti.sim.ops.bulk_queue import (
 )
 from smalti.sim.ops.cp_async import decode_cp_async
 from smalti.sim.ops.shared_address import shared_offsets, shared_targets, thread_ids
+from smalti.sim.peers import Site
 from smalti.sim.registry import Compute, Step, semantics
 from smalti.sim.swizzle import swizzle
 from smalti.sim.tensormap import TENSOR_MAP_BYTES, TensorMap, lookup
@@ -180,6 +191,7 @@ def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted:
     bar_of = shared_targets(bar, "cluster", env)
     mask_of = reader(operands[3], "u16", env) if multicast else None
     what = f"the TMA load at line {inst.line}"
+    site = Site(inst.line, instruction_text(inst))
 
     def run(m: Machine, lanes: Lanes) -> None:
         (dst_blocks, dsts), (bar_blocks, bars) = dst_of(m, lanes), bar_of(m, lanes)
@@ -195,19 +207,22 @@ def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted:
                 targets = [(int(dst_blocks[i]), int(bar_blocks[i]))]
             else:
                 targets = multicast_targets(m, thread, int(masks[i]), what)
+            retired = _peer_checked(m, tm, point, thread, site, what, read=True, write=False)
             for dst_block, bar_block in targets:
                 _issue_load(m, tm, point, (dst_block, int(dsts[i])),
-                            (bar_block, int(bars[i])), thread, what)
+                            (bar_block, int(bars[i])), thread, what, retired)
 
     return Compute(run)
 
 
 def _issue_load(m: Machine, tm: TensorMap, point: tuple[int, ...], dst: tuple[int, int],
-                key: tuple[int, int], thread: int, what: str) -> None:
-    """Queue one tile copy into shared memory of block dst[0] at offset dst[1]."""
+                key: tuple[int, int], thread: int, what: str,
+                retired: Callable[[], None] | None) -> None:
+    """Queue one tile copy into shared memory of block dst[0] at offset dst[1]; `retired`
+    runs when the program synchronises with it."""
     idx = _box_bytes(m, tm, dst[0], dst[1], thread, what)
     queue_shared_write(m, idx, key, lambda: np.ascontiguousarray(_gather(tm, point)).view(
-        np.uint8).reshape(-1), thread, what)
+        np.uint8).reshape(-1), thread, what, retired)
 
 
 def _gather(tm: TensorMap, coords: tuple[int, ...]) -> np.ndarray:
@@ -229,6 +244,7 @@ def _store(inst: Instruction, env: DecodeEnv, rank: int, reduction: str | None,
     src_of = shared_offsets(src, "shared", env)
     kind = "TMA store" if reduction is None else f"TMA reduce-{reduction}"
     what = f"the {kind} at line {inst.line}"
+    site = Site(inst.line, instruction_text(inst))
 
     def run(m: Machine, lanes: Lanes) -> None:
         srcs = src_of(m, lanes)
@@ -241,9 +257,51 @@ def _store(inst: Instruction, env: DecodeEnv, rank: int, reduction: str | None,
             block = int(m.geometry.block_of[thread])
             idx = _box_bytes(m, tm, block, int(srcs[i]), thread, what)
             point = tuple(int(c[i]) for c in cs)
-            queue_shared_read(m, idx, _writing(tm, point, reduction), thread, what)
+            retired = _peer_checked(m, tm, point, thread, site, what,
+                                    read=reduction is not None, write=True)
+            queue_shared_read(m, idx, _writing(tm, point, reduction), thread, what, retired)
 
     return Compute(run)
+
+
+def _peer_checked(m: Machine, tm: TensorMap, point: tuple[int, ...], thread: int, site: Site,
+                  what: str, *, read: bool, write: bool) -> Callable[[], None] | None:
+    """The race check between devices of the global bytes the box at `point` touches (a
+    load reads them, a store writes them, a reduce reads and writes them), run now at issue;
+    the check to run at retirement (None in a launch over one device, or when the tensor is
+    not in a symmetric buffer)."""
+    if m.peers is None:
+        return None
+    base = tm.address if tm.address is not None else m.global_memory.device_address(tm.array)
+    if base is None or not m.peers.overlaps(base, _span(tm.array)):
+        return None
+    addresses, nbytes = _box_runs(tm, point, base)
+    return m.peers.bulk_access(addresses, nbytes, thread, site, read=read, write=write,
+                               what=what)
+
+
+def _span(array: np.ndarray) -> int:
+    """Bytes from the first element of a (non-negatively strided) array past its last."""
+    return array.itemsize + sum((n - 1) * s for n, s in zip(array.shape, array.strides,
+                                                            strict=True))
+
+
+def _box_runs(tm: TensorMap, point: tuple[int, ...], base: int) -> tuple[np.ndarray, int]:
+    """(device addresses, bytes of each) of the runs of contiguous global bytes holding the
+    in-bounds elements of the box at `point`, the tensor's first element at `base`: a run
+    per row of the box (per element when the innermost element stride skips elements)."""
+    index, _ = tm.indices(point)
+    kept = [i[(i >= 0) & (i < n)] for i, n in zip(index, tm.array.shape, strict=True)]
+    if any(k.size == 0 for k in kept):
+        return np.empty(0, np.uint64), 0
+    inner = kept[-1].astype(np.int64) * tm.elem
+    if tm.element_strides[-1] == 1:  # the row's in-bounds elements are consecutive
+        offsets, nbytes = inner[:1], inner.size * tm.elem
+    else:
+        offsets, nbytes = inner, tm.elem
+    for k, stride in zip(reversed(kept[:-1]), reversed(tm.array.strides[:-1]), strict=True):
+        offsets = (k.astype(np.int64)[:, None] * stride + offsets).reshape(-1)
+    return np.uint64(base) + offsets.astype(np.uint64), nbytes
 
 
 def _writing(tm: TensorMap, coords: tuple[int, ...], reduction: str | None):
