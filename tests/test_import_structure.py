@@ -22,10 +22,11 @@ ALLOWED = {
     "lowering": {"dialect", "tiling", "ptx"},
     "sim": {"ptx"},
     "runtime": {"dialect", "tiling", "passes", "lowering", "ptx", "sim"},
-    "dsl": {"dialect", "tiling", "runtime"},
+    "dsl": {"dialect", "tiling", "runtime", "schedule"},
     "ops": {"dsl"},
+    "schedule": set(),
     "tools": {"dialect", "tiling", "layout_inference", "warpgroup", "passes", "ptx",
-              "lowering", "sim", "runtime", "dsl"},
+              "lowering", "sim", "runtime", "dsl", "schedule"},
 }
 
 

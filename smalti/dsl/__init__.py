@@ -55,6 +55,7 @@ from smalti.dsl.ops import (
 )
 from smalti.dsl.refs import Ref, RefView
 from smalti.dsl.regions import warpgroup_region
+from smalti.dsl.schedule import record_schedule
 from smalti.dsl.smem import SMEM, Barriers, Union
 from smalti.dsl.smem_refs import Barrier, BarrierArray, SharedRef, StagedRef, warpgroup_barrier
 from smalti.dsl.specs import ArraySpec
@@ -114,6 +115,7 @@ __all__ = [
     "num_clusters",
     "num_programs",
     "program_id",
+    "record_schedule",
     "remote_ref",
     "rsqrt",
     "sqrt",

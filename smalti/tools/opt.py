@@ -24,6 +24,7 @@ from smalti.tools.cli_common import (
     write_output,
 )
 from smalti.tools.diagnostics_check import report_chunk
+from smalti.tools.explain_schedule import explain_module
 from smalti.tools.mlir_input import parse_chunk
 from smalti.tools.reported import (
     DiagnosticCollector,
@@ -90,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print locations with the IR")
     parser.add_argument("--mlir-print-op-generic", action="store_true",
                         help="print ops in their generic form")
+    parser.add_argument("--smalti-explain-schedule", action="store_true",
+                        help="print on stderr, per kernel, the cost model's verdict on its "
+                             "recorded 'smalti.schedule' (and its own choice when that "
+                             "differs); the IR is unchanged")
     passes = parser.add_argument_group("passes (run in command-line order)")
     for name, description in [*((n, i.description) for n, i in REGISTRY.items()),
                               *((n, help_) for n, (_, help_) in ALIASES.items()),
@@ -126,12 +131,17 @@ def _mlir_reason(text: str) -> str:
 
 def process_chunk(chunk: Chunk, source_name: str, context: ir.Context,
                   collector: DiagnosticCollector, pipeline: str,
-                  options: PrintOptions, print_ir_after_all: bool = False) -> ChunkResult:
+                  options: PrintOptions, print_ir_after_all: bool = False,
+                  explain_schedule: bool = False) -> ChunkResult:
     """Parse one chunk, run `pipeline` on it, and print it (or report why not)."""
     collector.take()
     module = parse_chunk(chunk, source_name, context)
     if module is None:
         return ChunkResult(None, tuple(collector.take()))
+    if explain_schedule:
+        report = explain_module(module)
+        if report:
+            print(report, file=sys.stderr)
     pm, failures = build_pass_manager(pipeline, context)
     if print_ir_after_all:
         with context:
@@ -169,7 +179,8 @@ def _run(argv: Sequence[str]) -> int:
         for chunk in chunks:
             try:
                 result = process_chunk(chunk, source_name, context, collector, pipeline,
-                                       options, args.mlir_print_ir_after_all)
+                                       options, args.mlir_print_ir_after_all,
+                                       args.smalti_explain_schedule)
             except DiagnosticError as error:  # raised outside a pass: still located input
                 result = ChunkResult(None, tuple(merge_smalti_notes([], error.diagnostics)))
             failed |= report_chunk(chunk, source_name, result.diagnostics,
