@@ -106,3 +106,29 @@ func.func @rerun(%a: memref<128x256xf32>) {
   "smalti.vector_store"(%v, %a, %c0, %c0) : (vector<128x128xf32>, memref<128x256xf32>, index, index) -> ()
   return
 }
+
+// -----
+
+// A column read from memory as (64, 1), squeezed to (64,) and broadcast over the rows of a
+// wgmma-laid-out product: the load takes the row layout through the unit dim (the reshape
+// keeps every element in its thread), so no relayout is needed. One element loads as a
+// splat: every thread reads it.
+// CHECK-LABEL: func.func @row_scale
+// CHECK: "smalti.vector_load"{{.*}} {out_layouts = [#smalti.splat]} : {{.*}} -> vector<1x1xf32>
+// CHECK: "smalti.vector_load"{{.*}} {out_layouts = [#smalti.tiled<tiling = {{\[\[}}64, 1], [16, 1], [8, 1], [1, 1]], warp = [-8], lane = [-4, r4], vector = -2>]} : {{.*}} -> vector<64x1xf32>
+// CHECK: vector.shape_cast {{.*}} out_layouts = [#smalti.tiled<tiling = {{\[\[}}64], [16], [8], [1]], warp = [-4], lane = [-2, r4], vector = -1>]}
+func.func @row_scale(%s: memref<64x2xf32>, %out: memref<64x128xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %acc = arith.constant dense<1.0> : vector<64x128xf32>
+  %one = "smalti.vector_load"(%s, %c1, %c0) : (memref<64x2xf32>, index, index) -> vector<1x1xf32>
+  %col = "smalti.vector_load"(%s, %c0, %c1) : (memref<64x2xf32>, index, index) -> vector<64x1xf32>
+  %row = vector.shape_cast %col : vector<64x1xf32> to vector<64xf32>
+  %b = "smalti.broadcast_in_dim"(%row) {broadcast_dimensions = array<i64: 0>} : (vector<64xf32>) -> vector<64x128xf32>
+  %all = vector.broadcast %one : vector<1x1xf32> to vector<64x128xf32>
+  %w = "smalti.layout_cast"(%acc) {new_layout = #smalti.tiled<tiling = [[64, 8], [16, 8], [8, 8], [2]], warp = [-7], lane = [-3, -2], vector = -1>} : (vector<64x128xf32>) -> vector<64x128xf32>
+  %p = arith.mulf %w, %b : vector<64x128xf32>
+  %q = arith.mulf %p, %all : vector<64x128xf32>
+  "smalti.vector_store"(%q, %out, %c0, %c0) : (vector<64x128xf32>, memref<64x128xf32>, index, index) -> ()
+  return
+}

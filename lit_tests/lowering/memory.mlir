@@ -90,3 +90,23 @@ func.func @load_tiled(%a: memref<64x8xf32>, %b: memref<64x8xf32>)
   "smalti.vector_store"(%v, %b, %c0, %c0) : (vector<64x8xf32>, memref<64x8xf32>, index, index) -> ()
   return
 }
+
+// -----
+
+// One element loads as a splat: every thread reads it with one scalar load (no thread
+// offset), here at the constant byte offset of element (1, 0) of a 64x2 f32 ref.
+// CHECK-LABEL: .visible .entry splat_load(
+// CHECK: ld.param.u64 [[P:%rd[0-9]+]], [splat_load_param_arg0];
+// CHECK-NEXT: cvta.to.global.u64 [[S:%rd[0-9]+]], [[P]];
+// CHECK-NOT: %tid.x
+// CHECK: ld.global.f32 [[V:%f[0-9]+]], [[[S]]+8];
+// CHECK: st.global.v4.f32 [{{%rd[0-9]+}}], {[[V]], [[V]], [[V]], [[V]]};
+func.func @splat_load(%s: memref<64x2xf32>, %out: memref<128x128xf32>) attributes {
+    smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %one = "smalti.vector_load"(%s, %c1, %c0) : (memref<64x2xf32>, index, index) -> vector<1x1xf32>
+  %all = vector.broadcast %one : vector<1x1xf32> to vector<128x128xf32>
+  "smalti.vector_store"(%all, %out, %c0, %c0) : (vector<128x128xf32>, memref<128x128xf32>, index, index) -> ()
+  return
+}

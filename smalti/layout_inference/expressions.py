@@ -20,6 +20,7 @@ from smalti.tiling import (
     transpose_layout,
 )
 from smalti.tiling.layouts import LayoutError
+from smalti.tiling.reshape import reshape_tiled
 
 Shape = tuple[int, ...]
 
@@ -148,7 +149,7 @@ Expression = Reduce | Unbroadcast | Broadcast | Transpose | Reshape
 
 def reshape_layout(layout: Layout, shape: Shape, new_shape: Shape) -> Layout | None:
     """Splat and strided layouts depend only on the row-major order, so they survive a
-    reshape that keeps them fitting; tiled layouts only survive the identity."""
+    reshape that keeps them fitting; tiled layouts survive reshapes of unit dims only."""
     match layout:
         case WGSplatLayout():
             return layout
@@ -159,7 +160,7 @@ def reshape_layout(layout: Layout, shape: Shape, new_shape: Shape) -> Layout | N
                 return None
             return layout
         case TiledLayout():
-            return layout if tuple(shape) == tuple(new_shape) else None
+            return reshape_tiled(layout, shape, new_shape)
     return None
 
 

@@ -7,6 +7,7 @@ split a class (see solver._cast_point).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -205,9 +206,13 @@ def _constant(ctx: RuleContext, op: arith.ConstantOp) -> None:
 
 @rule(VectorLoadOp)
 def _vector_load(ctx: RuleContext, op: VectorLoadOp) -> None:
-    _memory_access(ctx, op.result, "loads")
     if is_smem_ref(op.source):
+        _memory_access(ctx, op.result, "loads")
         ctx.var(op.source)  # so that its in_transforms are written
+    elif math.prod(ctx.var(op.result).shape) == 1:  # one element: every thread reads it
+        ctx.hint(op.result, WGSplatLayout(), PREFERRED, "one element loads as a splat")
+    else:
+        _memory_access(ctx, op.result, "loads")
 
 
 @rule(VectorStoreOp)

@@ -186,7 +186,9 @@ def load_global(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
                 ) -> FragmentedArray:
     """The slice of `buffer` at `index_offset` bytes, shaped `shape`, in `layout`."""
     if isinstance(layout, WGSplatLayout):
-        raise error_at(op, "cannot access memory with a splat layout")
+        if math.prod(shape) != 1:
+            raise error_at(op, "cannot access memory with a splat layout")
+        return _load_one(ctx, buffer, index_offset, shape)
     element = buffer.element
     dist = layout.distribution(shape)
     pack = elements_per_register(element, dist.vector_length)
@@ -194,6 +196,19 @@ def load_global(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
     for register, access in global_accesses(ctx, op, buffer, index_offset, layout, shape):
         loader.load(register, access.count, Address(access.address, access.offset))
     return FragmentedArray(layout, shape, element, loader.result(), dist.vector_length)
+
+
+def _load_one(ctx: LoweringContext, buffer: BufferValue, index_offset: ScalarValue,
+              shape: tuple[int, ...]) -> FragmentedArray:
+    """A one-element slice as a splat: every thread loads the element (a broadcast read)."""
+    if index_offset.constant is not None:
+        address = Address(buffer.address, int(index_offset.constant))
+    else:
+        address = Address(ctx.builder.compute("add.s64", "u64", buffer.address,
+                                              index_offset.operand))
+    loader = Loader(ctx, "global", buffer.element, 1, 1)
+    loader.load(0, 1, address)
+    return FragmentedArray(WGSplatLayout(), shape, buffer.element, loader.result(), 1)
 
 
 @lowering_rule(VectorStoreOp)
