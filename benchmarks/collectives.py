@@ -1,11 +1,12 @@
-"""The collective examples (examples/collectives.py): kernel quality from ptxas, and the time
-one simulated launch over N devices takes on this CPU.
+"""The collective examples (examples/collectives.py, examples/collective_matmul.py): kernel
+quality from ptxas, and the time one simulated launch over N devices takes on this CPU.
 
     python benchmarks/collectives.py [--repeats 3]
 
 Per example and device count: ptxas registers, spills and stack (sm_90a, the shapes
 examples/collectives.py runs: all-gather of 16x128 f32 shards, reduce-scatter of
-(8N)x128 f32, all-reduce of 64x128 f32 and bf16), the SASS instructions, and the median
+(8N)x128 f32, all-reduce of 64x128 f32 and bf16; the collective matmuls at 128 rows, K and
+N per device, K 256 for FP8), the SASS instructions, and the median
 wall time of `run_simulated_devices` over N devices. No peer is measured: neither Mosaic
 GPU's nor Triton-distributed's collective kernels compile or run on a CPU-only machine.
 """
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples' package
+import examples.collective_matmul as matmuls
 import examples.collectives as examples
 from smalti.ptx.toolchain import disassemble, sass_opcode_counts
 from smalti.runtime.compiler import CompiledModule
@@ -31,24 +33,31 @@ from smalti.runtime.simulate import run_simulated_devices
 S = jax.ShapeDtypeStruct
 
 
-def cases(devices: int) -> list[tuple[str, object, S]]:
-    return [("all_gather f32", examples.all_gather, S((16, 128), jnp.float32)),
-            ("reduce_scatter f32", examples.reduce_scatter,
-             S((devices * 8, 128), jnp.float32)),
-            ("all_reduce f32", examples.all_reduce, S((64, 128), jnp.float32)),
-            ("all_reduce bf16", examples.all_reduce, S((64, 128), jnp.bfloat16))]
+def cases(devices: int) -> list[tuple[str, object, tuple[S, ...]]]:
+    bf16, e4m3, f32 = jnp.bfloat16, jnp.float8_e4m3fn, jnp.float32
+    return [("all_gather f32", examples.all_gather, (S((16, 128), f32),)),
+            ("reduce_scatter f32", examples.reduce_scatter, (S((devices * 8, 128), f32),)),
+            ("all_reduce f32", examples.all_reduce, (S((64, 128), f32),)),
+            ("all_reduce bf16", examples.all_reduce, (S((64, 128), bf16),)),
+            ("all_gather_matmul bf16", matmuls.all_gather_matmul,
+             (S((128, 128), bf16), S((128, 128), bf16))),
+            ("matmul_reduce_scatter bf16", matmuls.matmul_reduce_scatter,
+             (S((devices * 128, 128), bf16), S((128, 128), bf16))),
+            ("fp8_all_gather_matmul e4m3", matmuls.fp8_all_gather_matmul,
+             (S((128, 256), e4m3), S((128, 2), f32), S((128, 256), e4m3), S((1, 2), f32)))]
 
 
-def measure(kernel: object, spec: S, devices: int, repeats: int) -> dict[str, object]:
-    _, compiled = kernel.compile(spec, devices=devices)
+def measure(kernel: object, specs: tuple[S, ...], devices: int, repeats: int
+            ) -> dict[str, object]:
+    _, compiled = kernel.compile(*specs, devices=devices)
     module = CompiledModule(compiled.ptx, {compiled.name: compiled.signature})
     result = module.assemble()
     report = result.reports[compiled.name]
     sass = sum(sass_opcode_counts(disassemble(result.cubin)).values())
     rng = np.random.default_rng(0)
-    traced = kernel.trace(spec, devices=devices)
+    traced = kernel.trace(*specs, devices=devices)
     args = [tuple(np.asarray(rng.standard_normal(s.shape), s.dtype)
-                  for s in (spec, *traced.outputs)) for _ in range(devices)]
+                  for s in (*specs, *traced.outputs)) for _ in range(devices)]
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -65,8 +74,8 @@ def main() -> None:
           "simulated launch (s) |")
     print("|---|---|---|---|---|---|---|")
     for devices in (2, 4, 8):
-        for name, kernel, spec in cases(devices):
-            row = measure(kernel, spec, devices, options.repeats)
+        for name, kernel, specs in cases(devices):
+            row = measure(kernel, specs, devices, options.repeats)
             report = row["report"]
             print(f"| {name} | {devices} | {report.registers} | {report.spill_stores}/"
                   f"{report.spill_loads} | {report.stack_frame} | {row['sass']} | "

@@ -46,6 +46,18 @@ def test_examples_match_jax_numpy_on_2_4_and_8_devices():
         assert f"match jax.numpy on {n} devices" in out
 
 
+def test_collective_matmuls_match_jax_numpy_on_2_4_and_8_devices():
+    """The overlapped all-gather + matmul, matmul + reduce-scatter and FP8 all-gather +
+    matmul (examples/collective_matmul.py) under shard_map."""
+    out = _run_with_devices("""
+        import examples.collective_matmul as c
+        for n in (2, 4, 8):
+            c.main(n)
+    """)
+    for n in (2, 4, 8):
+        assert f"fp8_all_gather_matmul match jax.numpy on {n} devices" in out
+
+
 def test_groups_of_a_two_axis_mesh_meet_apart_and_errors_name_the_kernel():
     """On a (y=2, x=4) mesh, the kernel over "x" runs as two launches of 4 devices, each
     gathering its own row of shards; outside shard_map the call is refused."""
@@ -296,18 +308,17 @@ def test_multimem_red_from_the_dsl():
         np.testing.assert_array_equal(after[d][1], np.maximum.reduce(xs))
 
 
-@sd.kernel(out_shape=lambda x, devices: S((devices * x.shape[0], x.shape[1]), x.dtype),
-           mesh_axis="x", smem=lambda x, devices: [sd.Barriers(1), sd.SMEM(x.shape, x.dtype)],
-           symmetric=lambda x, devices: [sd.Symmetric(x.shape, x.dtype), sd.Semaphores(2)])
-def gather_by_tma(x_ref, out_ref, bars, tile, staged, sems):
+def _gather_by_tma(x_ref, out_ref, bars, tile, staged, sems, *, wait: bool = True) -> None:
     """An all-gather through TMA: each device stages its shard, then TMA-loads every
     device's copy (a traced peer) into shared memory and TMA-stores it into its output; it
-    tells each peer when it is done reading, and waits for all before exiting."""
+    tells each peer when it is done reading, and waits for all before exiting. Without
+    `wait`, it reads the peers' copies without waiting for them to be staged."""
     rows, devices, me = x_ref.shape[0], sd.device_count(), sd.device_index()
     staged[...] = x_ref[...]
     for peer in range(devices):
         sems[0].signal(peer)
-    sems[0].wait(devices)
+    if wait:
+        sems[0].wait(devices)
     for step in range(devices):
         source = (me + step) % devices
         bars[0].arrive_expect_tx(tile.nbytes)
@@ -317,6 +328,31 @@ def gather_by_tma(x_ref, out_ref, bars, tile, staged, sems):
         sd.async_store_wait()
         sems[1].signal(source)
     sems[1].wait(devices)
+    if not wait:
+        sems[0].wait(devices)  # leave the semaphores at zero
+
+
+_TMA_GATHER = dict(
+    out_shape=lambda x, devices: S((devices * x.shape[0], x.shape[1]), x.dtype),
+    mesh_axis="x", smem=lambda x, devices: [sd.Barriers(1), sd.SMEM(x.shape, x.dtype)],
+    symmetric=lambda x, devices: [sd.Symmetric(x.shape, x.dtype), sd.Semaphores(2)])
+
+
+@sd.kernel(**_TMA_GATHER)
+def gather_by_tma(x_ref, out_ref, bars, tile, staged, sems):
+    _gather_by_tma(x_ref, out_ref, bars, tile, staged, sems)
+
+
+@sd.kernel(**_TMA_GATHER)
+def gather_by_tma_without_wait(x_ref, out_ref, bars, tile, staged, sems):
+    _gather_by_tma(x_ref, out_ref, bars, tile, staged, sems, wait=False)
+
+
+def test_a_tma_load_from_a_peer_without_its_semaphore_is_a_race():
+    module = _module(gather_by_tma_without_wait, S((64, 64), jnp.bfloat16), devices=2)
+    x = np.ones((64, 64), jnp.bfloat16)
+    with pytest.raises(SimError, match=r"(?s)race between devices.*cp\.async\.bulk\.tensor"):
+        run_simulated_devices(module, [(x, np.zeros((128, 64), jnp.bfloat16))] * 2)
 
 
 @pytest.mark.parametrize("devices", [2, 4])
