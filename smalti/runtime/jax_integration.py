@@ -15,6 +15,12 @@ the kernel has finished, and the buffer is not among the call's outputs. That ca
 Python callback, which JAX can neither lower for CUDA without a CUDA backend nor serialize:
 it is staged only where this process has a CUDA backend and the function is not being
 exported, so exported CUDA code launches the kernel with its buffer but prints nothing.
+
+A collective kernel (called inside `jax.shard_map` over its mesh axis) takes one more
+operand on both paths, last: its device's position (`device_position`, i32[2]). On CPU the
+per-device calls meet and run as one simulated launch; on CUDA the launcher's calls meet,
+make the group's symmetric heap at its first launch, and launch on every device (the
+`collective` attribute says how many devices, heap bytes and whether it uses multimem).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ TENSOR_MAP_DATA_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 3
 SWIZZLE_CODES = {None: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
 OOB_FILL_CODES = {"zero": 0, "nan": 1}  # CUtensorMapFloatOOBfill
 RECORD_SIZE = 24  # i64 entries per tensor-map record (launcher/core.h: kRecordSize)
+COLLECTIVE_SIZE = 3  # i64 entries of the `collective` attribute (launcher/core.h)
 
 OutputSpec = tuple[tuple[int, ...], np.dtype]
 
@@ -82,6 +89,7 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
     prints = bool(compiled.signature.debug_prints)
 
     collective = compiled.signature.collective
+    # A collective kernel's last operand, on both paths: its device's position (i32[2]).
     where = () if collective is None else (device_position(compiled.name, collective.mesh_axis,
                                                            collective.devices),)
 
@@ -89,7 +97,7 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
         register_cpu_target()
         call = jax.ffi.ffi_call(CPU_TARGET_NAME, structs, has_side_effect=prints,
                                 vmap_method="sequential")
-        return tuple(call(*inputs, *where, **cpu_attributes(compiled)))
+        return tuple(call(*inputs, **cpu_attributes(compiled)))
 
     def on_cuda(*inputs: object) -> tuple:
         if compiled.cubin is None:
@@ -99,7 +107,9 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
         if cuda_backend_present():
             register(cache_directory())
         results = cuda_results(compiled.signature, structs)
-        call = jax.ffi.ffi_call(TARGET_NAME, results, has_side_effect=False,
+        # The per-device calls of a collective kernel meet in the launcher: never merge or
+        # drop one (has_side_effect), as XLA may for a pure call.
+        call = jax.ffi.ffi_call(TARGET_NAME, results, has_side_effect=collective is not None,
                                 vmap_method="sequential")
         values = tuple(call(*inputs, **ffi_attributes(compiled, cluster)))
         if len(values) == len(structs):
@@ -111,14 +121,7 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
             stage_debug_print(compiled.signature, values[-1])
         return values[:len(structs)]
 
-    if collective is not None:
-        if cuda_backend_present():
-            raise NotImplementedError(
-                f"kernel {compiled.name} is collective: launching collective kernels on GPUs "
-                "(the symmetric heap and its peer table) is not built yet; on CPU devices "
-                "they run in the simulator")
-        return list(on_cpu(*args))  # lowers for CPU only, until the GPU launcher has a heap
-    return list(jax.lax.platform_dependent(*args, cpu=on_cpu, cuda=on_cuda))
+    return list(jax.lax.platform_dependent(*args, *where, cpu=on_cpu, cuda=on_cuda))
 
 
 def device_position(kernel: str, axis: str, devices: int) -> object:
@@ -202,7 +205,17 @@ def ffi_attributes(compiled: CompiledKernel, cluster: tuple[int, ...] | None = N
         "launch": np.array(launch, dtype=np.int64),
         "tensor_maps": tensor_map_attribute(signature),
         "debug_bytes": np.int64(signature.debug_buffer_bytes),  # 0: no debug buffer
+        "collective": collective_attribute(signature),
     }
+
+
+def collective_attribute(signature: KernelSignature) -> np.ndarray:
+    """i64[3] (launcher/core.h: kCollectiveSize): devices along the mesh axis, symmetric heap
+    bytes, multimem; all 0 for a kernel that is not collective."""
+    spec = signature.collective
+    if spec is None:
+        return np.zeros(COLLECTIVE_SIZE, np.int64)
+    return np.array([spec.devices, spec.symmetric_bytes, int(spec.multimem)], np.int64)
 
 
 def tensor_map_attribute(signature: KernelSignature) -> np.ndarray:
@@ -213,8 +226,11 @@ def tensor_map_attribute(signature: KernelSignature) -> np.ndarray:
 
 
 def tensor_map_entries(record: TensorMapRecord, signature: KernelSignature) -> list[int]:
-    arg = signature.args[record.arg]
-    dtype = NUMPY_DTYPES[arg.dtype]
+    """One record's entries. Entry 0 is the argument's index, or for a map over a symmetric
+    buffer (`symmetric_offset` set) -1 - its byte offset in the heap: the launcher encodes
+    such a record once per device, over that device's heap + the offset."""
+    offset = record.symmetric_offset
+    dtype = NUMPY_DTYPES[record.dtype if offset is not None else signature.args[record.arg].dtype]
     strides = _row_major_bytes(record.shape, dtype.itemsize)
     # A stand-in of the argument's shape and strides; as_strided cannot make ml_dtypes
     # arrays (float8), so it is made over unsigned ints of the same width and viewed.
@@ -226,7 +242,8 @@ def tensor_map_entries(record: TensorMapRecord, signature: KernelSignature) -> l
     def padded(values: tuple[int, ...], size: int) -> list[int]:
         return [*values, *([0] * (size - len(values)))]
 
-    return [record.arg, TENSOR_MAP_DATA_TYPES[encoded.dtype], rank,
+    return [record.arg if offset is None else -1 - offset, TENSOR_MAP_DATA_TYPES[encoded.dtype],
+            rank,
             SWIZZLE_CODES[encoded.swizzle], OOB_FILL_CODES[encoded.oob_fill],
             *padded(encoded.global_dims, 5), *padded(encoded.global_strides, 4),
             *padded(encoded.box_dims, 5), *padded(encoded.element_strides, 5)]

@@ -204,3 +204,152 @@ def cuobjdump_kernels(cuobjdump: Path, cubin: Path) -> dict[str, KernelInfo]:
         kernels[name] = KernelInfo(params, registers[name], triple("EIATTR_MAX_THREADS"),
                                    triple("EIATTR_CTA_PER_CLUSTER"))
     return kernels
+
+
+# ---------------------------------------------------------------------------------------
+# Collective launches: the virtual memory management and multicast calls of a symmetric heap.
+
+CUDA_ERROR_NOT_SUPPORTED = 801
+CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217
+FAKE_DEVICES = 8  # devices the stand-in models (fake_libcuda.cc: kDevices)
+NO_MULTICAST_VARIABLE = "SMALTI_FAKE_CUDA_NO_MULTICAST"  # D[,...]: devices without multicast
+NO_VMM_VARIABLE = "SMALTI_FAKE_CUDA_NO_VMM"  # D[,...]: devices without VMM
+NO_PEER_VARIABLE = "SMALTI_FAKE_CUDA_NO_PEER"  # D[,...]: devices without peer access
+# CUDA driver API enum values (cuda.h, "Virtual Memory Management").
+ALLOCATION_TYPE_PINNED = 1
+LOCATION_TYPE_DEVICE = 1
+ACCESS_READ_WRITE = 3
+
+
+def stream_of(device: int, base: int = 0x5A1700) -> int:
+    """A stream handle of fake device `device` (the stand-in reads bits 4-7)."""
+    return base | device << 4
+
+
+@dataclass
+class _Mapping:
+    pointer: int
+    size: int
+    handle: int
+    access: set[int]
+
+
+def vmm_violations(calls: list[dict]) -> list[str]:
+    """What the recorded calls break of the VMM and multicast APIs' documented rules, replayed
+    in order (successful calls only): sizes multiples of the granularity the driver reported,
+    maps inside one reservation at offset 0, access set before memory is used, every device
+    added to a multicast object before memory is bound to or mapped through it, bind offsets
+    and sizes multiples of the multicast granularity, and a teardown that unmaps before it
+    frees addresses."""
+    problems: list[str] = []
+    granularity = multicast_granularity = 0
+    physical: dict[int, tuple[int, int]] = {}  # handle -> (device, size)
+    teams: dict[int, dict] = {}  # multicast handle -> {"devices", "size", "added", "bound"}
+    reservations: dict[int, int] = {}  # base -> size
+    mappings: dict[int, _Mapping] = {}
+
+    def reservation_of(pointer: int, size: int) -> int | None:
+        for base, length in reservations.items():
+            if base <= pointer and pointer + size <= base + length:
+                return base
+        return None
+
+    def accessible(pointer: int, size: int, device: int) -> bool:
+        if reservation_of(pointer, size) is None:
+            return True  # not VMM memory
+        at = pointer
+        while at < pointer + size:
+            found = [m for m in mappings.values() if m.pointer <= at < m.pointer + m.size]
+            if not found or device not in found[0].access:
+                return False
+            at = found[0].pointer + found[0].size
+        return True
+
+    for index, call in enumerate(calls):
+        if call["result"] != 0:
+            continue
+        name, where = call["call"], f"call {index} ({call['call']})"
+        if name == "cuMemGetAllocationGranularity":
+            granularity = call["granularity"]
+        elif name == "cuMulticastGetGranularity":
+            multicast_granularity = call["granularity"]
+        elif name == "cuMemCreate":
+            prop = call["prop"]
+            if not granularity or call["size"] % granularity:
+                problems.append(f"{where}: size {call['size']} is not a multiple of the "
+                                "allocation granularity asked for before")
+            if (prop["type"], prop["location_type"]) != (ALLOCATION_TYPE_PINNED,
+                                                         LOCATION_TYPE_DEVICE):
+                problems.append(f"{where}: not pinned memory located on a device")
+            physical[call["handle"]] = (prop["device"], call["size"])
+        elif name == "cuMemAddressReserve":
+            if not granularity or call["size"] % granularity:
+                problems.append(f"{where}: size is not a multiple of the granularity")
+            if call["alignment"] and call["pointer"] % call["alignment"]:
+                problems.append(f"{where}: the reservation is not aligned as asked")
+            reservations[call["pointer"]] = call["size"]
+        elif name == "cuMemMap":
+            pointer, size, handle = call["pointer"], call["size"], call["handle"]
+            if reservation_of(pointer, size) is None:
+                problems.append(f"{where}: the mapping is not inside one reservation")
+            if call["offset"] != 0 or not granularity or pointer % granularity or \
+                    size % granularity:
+                problems.append(f"{where}: offset, address or size breaks the granularity")
+            if handle in teams and len(teams[handle]["added"]) != teams[handle]["devices"]:
+                problems.append(f"{where}: a multicast object mapped before every device "
+                                "was added")
+            elif handle in physical and size > physical[handle][1]:
+                problems.append(f"{where}: a mapping larger than its allocation")
+            elif handle not in physical and handle not in teams:
+                problems.append(f"{where}: an unknown handle")
+            mappings[pointer] = _Mapping(pointer, size, handle, set())
+        elif name == "cuMemSetAccess":
+            covered = [m for m in mappings.values()
+                       if call["pointer"] <= m.pointer < call["pointer"] + call["size"]]
+            if sum(m.size for m in covered) != call["size"] or \
+                    call["pointer"] not in mappings:
+                problems.append(f"{where}: the range is not whole mappings")
+            for access in call["access"]:
+                if access["location_type"] != LOCATION_TYPE_DEVICE:
+                    problems.append(f"{where}: access for a location that is not a device")
+                for m in covered:
+                    if access["flags"] == ACCESS_READ_WRITE:
+                        m.access.add(access["device"])
+        elif name in ("cuMemsetD8_v2", "cuMemcpyHtoD_v2"):
+            if not accessible(call["destination"], call["count"], call["device"]):
+                problems.append(f"{where}: device {call['device']} touches memory it was "
+                                "given no access to")
+        elif name == "cuMulticastCreate":
+            prop = call["prop"]
+            if not multicast_granularity or prop["size"] % multicast_granularity:
+                problems.append(f"{where}: size is not a multiple of the multicast "
+                                "granularity asked for before")
+            teams[call["handle"]] = {"devices": prop["num_devices"], "size": prop["size"],
+                                     "added": [], "bound": set()}
+        elif name == "cuMulticastAddDevice":
+            team = teams[call["handle"]]
+            if team["bound"]:
+                problems.append(f"{where}: a device added after memory was bound")
+            team["added"].append(call["device"])
+        elif name == "cuMulticastBindMem":
+            team = teams[call["handle"]]
+            device, size = physical.get(call["memory"], (None, 0))
+            if len(team["added"]) != team["devices"]:
+                problems.append(f"{where}: memory bound before every device was added")
+            if device not in team["added"]:
+                problems.append(f"{where}: memory of a device outside the team")
+            if any(call[k] % (multicast_granularity or 1) or not multicast_granularity
+                   for k in ("multicast_offset", "memory_offset", "size")):
+                problems.append(f"{where}: offsets or size break the multicast granularity")
+            if call["size"] + call["memory_offset"] > size or \
+                    call["size"] + call["multicast_offset"] > team["size"]:
+                problems.append(f"{where}: the bound range exceeds the memory or the object")
+            team["bound"].add(device)
+        elif name == "cuMemUnmap":
+            mappings.pop(call["pointer"], None)
+        elif name == "cuMemAddressFree":
+            base, size = call["pointer"], call["size"]
+            if any(base <= m.pointer < base + size for m in mappings.values()):
+                problems.append(f"{where}: addresses freed while still mapped")
+            reservations.pop(base, None)
+    return problems

@@ -9,15 +9,29 @@
 // Modules are cubins (ELF): kernels, their parameter sizes (EIATTR_KPARAM_INFO of
 // .nv.info.<kernel>), thread and cluster requirements, register counts and static shared
 // memory are read at cuModuleLoadData, and a launch records each parameter's bytes.
-// Device pointers are host memory: cuMemsetD8Async really writes. Test knobs:
+// Device pointers are host memory: cuMemsetD8Async really writes.
+//
+// For collective launches it models kDevices H100s in one process (device d has context d;
+// a stream handle's bits 4-7 name its device, so the null stream belongs to device 0), with
+// the virtual memory management API: a physical allocation (cuMemCreate) is a memfd, a
+// reservation (cuMemAddressReserve) an inaccessible host range, and cuMemMap maps the memfd
+// there, so every mapping of an allocation aliases the same bytes; access descriptors
+// (cuMemSetAccess) are kept per mapping and checked by the calls that touch memory
+// (cuMemsetD8, cuMemcpyHtoD). Multicast objects keep their team and bindings (their mapping
+// is plain memory: a write through it reaches no device's allocation). Test knobs:
 //   SMALTI_FAKE_CUDA_FAIL=NAME[:CODE][,...]  entry point NAME fails with CODE (or a
 //                                            plausible default) before checking anything
 //   SMALTI_FAKE_CUDA_STAMP=1                 a launch writes byte (ordinal + 1) where each
 //                                            8-byte parameter points (which buffer is which)
+//   SMALTI_FAKE_CUDA_NO_MULTICAST=D[,...]    devices D report no multicast support
+//   SMALTI_FAKE_CUDA_NO_VMM=D[,...]          devices D report no VMM support
+//   SMALTI_FAKE_CUDA_NO_PEER=D[,...]         devices D cannot access (or be accessed by) peers
 // The ABI types below are written from the driver API's documentation, independently of the
 // launcher's own, so a layout mistake on either side shows up as a failed check.
 
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -46,6 +60,9 @@ constexpr CUresult kNotFound = 500;          // CUDA_ERROR_NOT_FOUND
 constexpr CUresult kIllegalAddress = 700;    // CUDA_ERROR_ILLEGAL_ADDRESS
 constexpr CUresult kOutOfResources = 701;    // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 constexpr CUresult kInvalidCluster = 912;    // CUDA_ERROR_INVALID_CLUSTER_SIZE
+constexpr CUresult kOutOfMemory = 2;         // CUDA_ERROR_OUT_OF_MEMORY
+constexpr CUresult kInvalidDevice = 101;     // CUDA_ERROR_INVALID_DEVICE
+constexpr CUresult kNotSupported = 801;      // CUDA_ERROR_NOT_SUPPORTED
 
 struct ErrorText {
   CUresult code;
@@ -58,6 +75,7 @@ constexpr ErrorText kErrors[] = {
     {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
     {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
     {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {209, "CUDA_ERROR_NO_BINARY_FOR_GPU",
      "no kernel image is available for execution on the device"},
@@ -65,6 +83,7 @@ constexpr ErrorText kErrors[] = {
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {912, "CUDA_ERROR_INVALID_CLUSTER_SIZE",
      "a kernel launch error has occurred due to cluster misconfiguration"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
@@ -86,6 +105,7 @@ constexpr std::uint64_t kReservedShared = 1024;
 // cuda.h ABI, from the driver API documentation.
 struct CUctx_st {
   int id;
+  int device;  // its device's ordinal
 };
 struct CUstream_st;
 using CUcontext = CUctx_st*;
@@ -201,6 +221,9 @@ CUresult DefaultFailure(const std::string& name) {
       {"cuModuleUnload", kInvalidHandle},     {"cuModuleGetFunction", kNotFound},
       {"cuFuncSetAttribute", kInvalidValue},  {"cuTensorMapEncodeTiled", kInvalidValue},
       {"cuMemsetD8Async", kIllegalAddress},   {"cuLaunchKernelEx", kOutOfResources},
+      {"cuMulticastCreate", kNotSupported},   {"cuMemCreate", kOutOfMemory},
+      {"cuMemMap", kOutOfMemory},             {"cuMemAlloc_v2", kOutOfMemory},
+      {"cuMemcpyDtoHAsync_v2", kIllegalAddress}, {"cuMulticastBindMem", kInvalidValue},
   };
   auto found = defaults.find(name);
   return found == defaults.end() ? 999 : found->second;
@@ -240,8 +263,13 @@ bool Injected(const char* call, CUresult* code) {
 // ---------------------------------------------------------------------------------------
 // The device state: one context, its current-context stack per thread, modules, functions.
 
-CUctx_st the_context{1};
+constexpr int kDevices = 8;
+CUctx_st contexts[kDevices] = {{1, 0}, {2, 1}, {3, 2}, {4, 3}, {5, 4}, {6, 5}, {7, 6}, {8, 7}};
 thread_local std::vector<CUcontext> context_stack;
+
+bool ValidContext(CUcontext context) {
+  return context >= contexts && context < contexts + kDevices;
+}
 
 CUcontext Current() { return context_stack.empty() ? nullptr : context_stack.back(); }
 
@@ -538,6 +566,149 @@ std::string CheckTensorMap(const void* map, int data_type, std::uint32_t rank,
   return "";
 }
 
+// ---------------------------------------------------------------------------------------
+// Devices, virtual memory management and multicast objects.
+
+// H100 figures: allocations come in 2 MiB granules; the multicast granularity is set apart
+// (4 MiB) so that a heap rounded to only one of them shows up.
+constexpr std::size_t kAllocationGranularity = 2u << 20;
+constexpr std::size_t kMulticastGranularity = 4u << 20;
+constexpr int kAttributeVirtualMemoryManagement = 102;  // CU_DEVICE_ATTRIBUTE_...
+constexpr int kAttributeMulticastSupported = 132;       // CU_DEVICE_ATTRIBUTE_...
+constexpr int kAllocationTypePinned = 1;                // CU_MEM_ALLOCATION_TYPE_PINNED
+constexpr int kLocationTypeDevice = 1;                  // CU_MEM_LOCATION_TYPE_DEVICE
+constexpr int kAccessReadWrite = 3;                     // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+
+// cuda.h ABI: CUmemLocation, CUmemAllocationProp, CUmemAccessDesc, CUmulticastObjectProp.
+struct CUmemLocation {
+  int type;
+  int id;
+};
+struct CUmemAllocationProp {
+  int type;
+  int requestedHandleTypes;
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+struct CUmemAccessDesc {
+  CUmemLocation location;
+  int flags;
+};
+struct CUmulticastObjectProp {
+  unsigned int numDevices;
+  std::size_t size;
+  unsigned long long handleTypes;
+  unsigned long long flags;
+};
+static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp");
+static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc");
+static_assert(sizeof(CUmulticastObjectProp) == 32, "CUmulticastObjectProp");
+
+// Whether the comma-separated device list in environment variable `name` holds `device`.
+bool Listed(const char* name, int device) {
+  const char* list = std::getenv(name);
+  if (list == nullptr) return false;
+  std::string text = std::string(",") + list + ",";
+  return text.find("," + std::to_string(device) + ",") != std::string::npos;
+}
+
+bool ValidDevice(int device) { return device >= 0 && device < kDevices; }
+
+struct Physical {
+  int device;
+  std::size_t size;
+  int fd;  // a memfd: every mapping of the allocation aliases its bytes
+};
+
+struct Multicast {
+  unsigned int num_devices;
+  std::size_t size;
+  std::vector<int> devices;                          // in the order added
+  std::map<int, std::pair<std::size_t, std::size_t>> bound;  // device -> (offset, size)
+};
+
+struct Mapping {
+  std::size_t size;
+  unsigned long long handle;
+  bool multicast;
+  std::set<int> access;  // devices allowed to read and write (cuMemSetAccess)
+};
+
+std::mutex vmm_mutex;
+unsigned long long next_handle = 0x100;                  // guarded by vmm_mutex
+std::map<unsigned long long, Physical> physicals;        // guarded by vmm_mutex
+std::map<unsigned long long, Multicast> multicasts;      // guarded by vmm_mutex
+std::map<CUdeviceptr, std::size_t> reservations;         // base -> size; guarded
+std::map<CUdeviceptr, Mapping> mappings;                 // base -> mapping; guarded
+std::map<CUdeviceptr, std::pair<int, std::size_t>> allocations;  // cuMemAlloc: device, size
+
+// The reservation holding [address, address + size), or reservations.end().
+std::map<CUdeviceptr, std::size_t>::iterator ReservationOf(CUdeviceptr address,
+                                                           std::size_t size) {
+  auto after = reservations.upper_bound(address);
+  if (after == reservations.begin()) return reservations.end();
+  auto found = std::prev(after);
+  return address + size <= found->first + found->second ? found : reservations.end();
+}
+
+// Why `device` may not touch [address, address + size) ("" when it may): inside a
+// reservation every byte must be mapped with read-write access for the device.
+std::string CheckUse(CUdeviceptr address, std::size_t size, int device) {
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  auto after = reservations.upper_bound(address);
+  if (after == reservations.begin()) return "";
+  auto reservation = std::prev(after);
+  if (address >= reservation->first + reservation->second) return "";
+  for (CUdeviceptr at = address; at < address + size;) {
+    auto next = mappings.upper_bound(at);
+    if (next == mappings.begin()) return "an unmapped address of a reservation";
+    auto mapping = std::prev(next);
+    if (at >= mapping->first + mapping->second.size) {
+      return "an unmapped address of a reservation";
+    }
+    if (mapping->second.access.count(device) == 0) {
+      return "memory device " + std::to_string(device) + " has no access to (cuMemSetAccess)";
+    }
+    at = mapping->first + mapping->second.size;
+  }
+  return "";
+}
+
+std::string CheckAllocationProp(const CUmemAllocationProp* prop) {
+  if (prop == nullptr) return "prop is null";
+  if (prop->type != kAllocationTypePinned) return "type is not CU_MEM_ALLOCATION_TYPE_PINNED";
+  if (prop->location.type != kLocationTypeDevice) return "location is not a device";
+  if (!ValidDevice(prop->location.id)) return "location.id is not a device";
+  if (prop->requestedHandleTypes < 0 || prop->requestedHandleTypes > 8) {
+    return "requestedHandleTypes is not a CUmemAllocationHandleType";
+  }
+  return "";
+}
+
+std::string AllocationPropJson(const CUmemAllocationProp* prop) {
+  if (prop == nullptr) return "null";
+  return "{\"type\": " + std::to_string(prop->type) +
+         ", \"handle_types\": " + std::to_string(prop->requestedHandleTypes) +
+         ", \"location_type\": " + std::to_string(prop->location.type) +
+         ", \"device\": " + std::to_string(prop->location.id) + "}";
+}
+
+std::string MulticastPropJson(const CUmulticastObjectProp* prop) {
+  if (prop == nullptr) return "null";
+  return "{\"num_devices\": " + std::to_string(prop->numDevices) +
+         ", \"size\": " + std::to_string(prop->size) +
+         ", \"handle_types\": " + std::to_string(prop->handleTypes) +
+         ", \"flags\": " + std::to_string(prop->flags) + "}";
+}
+
+int CurrentDevice() { return Current() == nullptr ? -1 : Current()->device; }
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -577,7 +748,10 @@ __attribute__((visibility("default"))) CUresult cuStreamGetCtx(CUstream stream,
   record.Uint("stream", reinterpret_cast<std::uintptr_t>(stream));
   FAKE_INJECT(record, "cuStreamGetCtx");
   if (context == nullptr) return record.Finish(kInvalidValue, "pctx is null");
-  *context = &the_context;
+  const std::uintptr_t device = reinterpret_cast<std::uintptr_t>(stream) >> 4 & 0xf;
+  if (device >= kDevices) return record.Finish(kInvalidHandle, "a stream of no device");
+  *context = &contexts[device];
+  record.Int("device", static_cast<long long>(device));
   record.Uint("context", reinterpret_cast<std::uintptr_t>(*context));
   return record.Finish(kSuccess);
 }
@@ -586,7 +760,7 @@ __attribute__((visibility("default"))) CUresult cuCtxPushCurrent_v2(CUcontext co
   Record record("cuCtxPushCurrent_v2");
   record.Uint("context", reinterpret_cast<std::uintptr_t>(context));
   FAKE_INJECT(record, "cuCtxPushCurrent_v2");
-  if (context != &the_context) return record.Finish(kInvalidContext, "not a context");
+  if (!ValidContext(context)) return record.Finish(kInvalidContext, "not a context");
   context_stack.push_back(context);
   record.Int("depth", static_cast<long long>(context_stack.size()));
   return record.Finish(kSuccess);
@@ -898,6 +1072,484 @@ __attribute__((visibility("default"))) CUresult cuLaunchKernelEx(const CUlaunchC
       if (target != nullptr) *target = static_cast<std::uint8_t>(p.ordinal + 1);
     }
   }
+  return record.Finish(kSuccess);
+}
+
+// ---------------------------------------------------------------------------------------
+// Collective launches: devices, memory, VMM and multicast.
+
+__attribute__((visibility("default"))) CUresult cuCtxGetDevice(int* device) {
+  Record record("cuCtxGetDevice");
+  FAKE_INJECT(record, "cuCtxGetDevice");
+  if (device == nullptr) return record.Finish(kInvalidValue, "device is null");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  *device = Current()->device;
+  record.Int("device", *device);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuCtxSynchronize() {
+  Record record("cuCtxSynchronize");
+  record.Int("device", CurrentDevice());
+  FAKE_INJECT(record, "cuCtxSynchronize");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuDeviceGetAttribute(int* value, int attribute,
+                                                                     int device) {
+  Record record("cuDeviceGetAttribute");
+  record.Int("attribute", attribute).Int("device", device);
+  FAKE_INJECT(record, "cuDeviceGetAttribute");
+  if (value == nullptr) return record.Finish(kInvalidValue, "pi is null");
+  if (!ValidDevice(device)) return record.Finish(kInvalidDevice, "not a device");
+  if (attribute == kAttributeVirtualMemoryManagement) {
+    *value = Listed("SMALTI_FAKE_CUDA_NO_VMM", device) ? 0 : 1;
+  } else if (attribute == kAttributeMulticastSupported) {
+    *value = Listed("SMALTI_FAKE_CUDA_NO_MULTICAST", device) ? 0 : 1;
+  } else {
+    return record.Finish(kInvalidValue, "an attribute this stand-in does not model");
+  }
+  record.Int("value", *value);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuDeviceCanAccessPeer(int* can, int device,
+                                                                      int peer) {
+  Record record("cuDeviceCanAccessPeer");
+  record.Int("device", device).Int("peer", peer);
+  FAKE_INJECT(record, "cuDeviceCanAccessPeer");
+  if (can == nullptr) return record.Finish(kInvalidValue, "canAccessPeer is null");
+  if (!ValidDevice(device) || !ValidDevice(peer)) return record.Finish(kInvalidDevice, "device");
+  const bool blocked = Listed("SMALTI_FAKE_CUDA_NO_PEER", device) ||
+                       Listed("SMALTI_FAKE_CUDA_NO_PEER", peer);
+  *can = device != peer && !blocked ? 1 : 0;
+  record.Int("value", *can);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuStreamSynchronize(CUstream stream) {
+  Record record("cuStreamSynchronize");
+  record.Uint("stream", reinterpret_cast<std::uintptr_t>(stream));
+  FAKE_INJECT(record, "cuStreamSynchronize");
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemcpyDtoHAsync_v2(void* destination,
+                                                                     CUdeviceptr source,
+                                                                     std::size_t count,
+                                                                     CUstream stream) {
+  Record record("cuMemcpyDtoHAsync_v2");
+  record.Uint("source", source).Uint("count", count)
+      .Uint("stream", reinterpret_cast<std::uintptr_t>(stream)).Int("device", CurrentDevice());
+  FAKE_INJECT(record, "cuMemcpyDtoHAsync_v2");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  if (destination == nullptr || source == 0) return record.Finish(kInvalidValue, "null pointer");
+  std::string why = CheckUse(source, count, CurrentDevice());
+  if (!why.empty()) return record.Finish(kInvalidValue, "source is " + why);
+  std::memcpy(destination, reinterpret_cast<const void*>(source), count);
+  record.Str("bytes", Hex(destination, count));
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemcpyHtoD_v2(CUdeviceptr destination,
+                                                                const void* source,
+                                                                std::size_t count) {
+  Record record("cuMemcpyHtoD_v2");
+  record.Uint("destination", destination).Uint("count", count).Int("device", CurrentDevice());
+  FAKE_INJECT(record, "cuMemcpyHtoD_v2");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  if (destination == 0 || source == nullptr) return record.Finish(kInvalidValue, "null pointer");
+  std::string why = CheckUse(destination, count, CurrentDevice());
+  if (!why.empty()) return record.Finish(kInvalidValue, "destination is " + why);
+  record.Str("bytes", Hex(source, count));
+  std::memcpy(reinterpret_cast<void*>(destination), source, count);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemAlloc_v2(CUdeviceptr* pointer,
+                                                              std::size_t size) {
+  Record record("cuMemAlloc_v2");
+  record.Uint("size", size).Int("device", CurrentDevice());
+  FAKE_INJECT(record, "cuMemAlloc_v2");
+  if (pointer == nullptr || size == 0) return record.Finish(kInvalidValue, "null or empty");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  void* memory = std::aligned_alloc(256, (size + 255) / 256 * 256);
+  if (memory == nullptr) return record.Finish(kOutOfMemory, "host allocation failed");
+  *pointer = reinterpret_cast<CUdeviceptr>(memory);
+  {
+    std::lock_guard<std::mutex> lock(vmm_mutex);
+    allocations[*pointer] = {CurrentDevice(), size};
+  }
+  record.Uint("pointer", *pointer);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemFree_v2(CUdeviceptr pointer) {
+  Record record("cuMemFree_v2");
+  record.Uint("pointer", pointer).Int("device", CurrentDevice());
+  FAKE_INJECT(record, "cuMemFree_v2");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  if (allocations.erase(pointer) == 0) return record.Finish(kInvalidValue, "not cuMemAlloc'd");
+  std::free(reinterpret_cast<void*>(pointer));
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemsetD8_v2(CUdeviceptr destination,
+                                                              unsigned char value,
+                                                              std::size_t count) {
+  Record record("cuMemsetD8_v2");
+  record.Uint("destination", destination).Int("value", value).Uint("count", count)
+      .Int("device", CurrentDevice());
+  FAKE_INJECT(record, "cuMemsetD8_v2");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  if (destination == 0) return record.Finish(kInvalidValue, "null destination");
+  std::string why = CheckUse(destination, count, CurrentDevice());
+  if (!why.empty()) return record.Finish(kInvalidValue, "destination is " + why);
+  std::memset(reinterpret_cast<void*>(destination), value, count);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemGetAllocationGranularity(
+    std::size_t* granularity, const CUmemAllocationProp* prop, int option) {
+  Record record("cuMemGetAllocationGranularity");
+  record.Raw("prop", AllocationPropJson(prop)).Int("option", option);
+  FAKE_INJECT(record, "cuMemGetAllocationGranularity");
+  if (granularity == nullptr) return record.Finish(kInvalidValue, "granularity is null");
+  std::string why = CheckAllocationProp(prop);
+  if (!why.empty()) return record.Finish(kInvalidValue, why);
+  if (option != 0 && option != 1) return record.Finish(kInvalidValue, "option");
+  *granularity = kAllocationGranularity;
+  record.Uint("granularity", *granularity);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemCreate(unsigned long long* handle,
+                                                            std::size_t size,
+                                                            const CUmemAllocationProp* prop,
+                                                            unsigned long long flags) {
+  Record record("cuMemCreate");
+  record.Uint("size", size).Raw("prop", AllocationPropJson(prop)).Uint("flags", flags)
+      .Int("current_device", CurrentDevice());
+  FAKE_INJECT(record, "cuMemCreate");
+  if (handle == nullptr) return record.Finish(kInvalidValue, "handle is null");
+  std::string why = CheckAllocationProp(prop);
+  if (!why.empty()) return record.Finish(kInvalidValue, why);
+  if (flags != 0) return record.Finish(kInvalidValue, "flags must be 0");
+  if (size == 0 || size % kAllocationGranularity != 0) {
+    return record.Finish(kInvalidValue, "size " + std::to_string(size) +
+                                            " is not a multiple of the granularity");
+  }
+  const int fd = memfd_create("smalti-fake-cuda", 0);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    if (fd >= 0) close(fd);
+    return record.Finish(kOutOfMemory, "memfd_create failed");
+  }
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  *handle = next_handle++;
+  physicals[*handle] = {prop->location.id, size, fd};
+  record.Uint("handle", *handle);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemRelease(unsigned long long handle) {
+  Record record("cuMemRelease");
+  record.Uint("handle", handle);
+  FAKE_INJECT(record, "cuMemRelease");
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  for (const auto& [base, mapping] : mappings) {
+    if (mapping.handle == handle) record.Raw("still_mapped", "true");  // allowed: freed later
+  }
+  auto physical = physicals.find(handle);
+  if (physical != physicals.end()) {
+    close(physical->second.fd);
+    physicals.erase(physical);
+    return record.Finish(kSuccess);
+  }
+  if (multicasts.erase(handle) > 0) return record.Finish(kSuccess);
+  return record.Finish(kInvalidValue, "not a handle");
+}
+
+__attribute__((visibility("default"))) CUresult cuMemAddressReserve(CUdeviceptr* pointer,
+                                                                    std::size_t size,
+                                                                    std::size_t alignment,
+                                                                    CUdeviceptr address,
+                                                                    unsigned long long flags) {
+  Record record("cuMemAddressReserve");
+  record.Uint("size", size).Uint("alignment", alignment).Uint("address", address)
+      .Uint("flags", flags);
+  FAKE_INJECT(record, "cuMemAddressReserve");
+  if (pointer == nullptr) return record.Finish(kInvalidValue, "ptr is null");
+  if (size == 0 || size % kAllocationGranularity != 0) {
+    return record.Finish(kInvalidValue, "size is not a multiple of the granularity");
+  }
+  if (alignment & (alignment - 1)) return record.Finish(kInvalidValue, "alignment not 2^n");
+  if (flags != 0) return record.Finish(kInvalidValue, "flags must be 0");
+  const std::size_t align = std::max(alignment, kAllocationGranularity);
+  void* range = mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+  if (range == MAP_FAILED) return record.Finish(kOutOfMemory, "mmap failed");
+  const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(range);
+  const std::uintptr_t base = (start + align - 1) / align * align;
+  if (base > start) munmap(range, base - start);
+  if (start + size + align > base + size) {
+    munmap(reinterpret_cast<void*>(base + size), start + size + align - base - size);
+  }
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  reservations[base] = size;
+  *pointer = base;
+  record.Uint("pointer", base);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemAddressFree(CUdeviceptr pointer,
+                                                                 std::size_t size) {
+  Record record("cuMemAddressFree");
+  record.Uint("pointer", pointer).Uint("size", size);
+  FAKE_INJECT(record, "cuMemAddressFree");
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  auto found = reservations.find(pointer);
+  if (found == reservations.end() || found->second != size) {
+    return record.Finish(kInvalidValue, "not a reservation of that size");
+  }
+  auto mapped = mappings.lower_bound(pointer);
+  if (mapped != mappings.end() && mapped->first < pointer + size) {
+    return record.Finish(kInvalidValue, "the range is still mapped");
+  }
+  munmap(reinterpret_cast<void*>(pointer), size);
+  reservations.erase(found);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemMap(CUdeviceptr pointer, std::size_t size,
+                                                         std::size_t offset,
+                                                         unsigned long long handle,
+                                                         unsigned long long flags) {
+  Record record("cuMemMap");
+  record.Uint("pointer", pointer).Uint("size", size).Uint("offset", offset)
+      .Uint("handle", handle).Uint("flags", flags);
+  FAKE_INJECT(record, "cuMemMap");
+  if (flags != 0) return record.Finish(kInvalidValue, "flags must be 0");
+  if (offset != 0) return record.Finish(kInvalidValue, "offset must be 0");
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  if (ReservationOf(pointer, size) == reservations.end()) {
+    return record.Finish(kInvalidValue, "the range is not inside one reservation");
+  }
+  if (pointer % kAllocationGranularity != 0 || size == 0 || size % kAllocationGranularity != 0) {
+    return record.Finish(kInvalidValue, "ptr or size is not a multiple of the granularity");
+  }
+  auto next = mappings.lower_bound(pointer);
+  bool overlaps = next != mappings.end() && next->first < pointer + size;
+  if (next != mappings.begin()) {
+    auto before = std::prev(next);
+    overlaps = overlaps || before->first + before->second.size > pointer;
+  }
+  if (overlaps) return record.Finish(kInvalidValue, "the range is already mapped");
+  void* where = reinterpret_cast<void*>(pointer);
+  auto physical = physicals.find(handle);
+  auto multicast = multicasts.find(handle);
+  if (physical != physicals.end()) {
+    if (size > physical->second.size) {
+      return record.Finish(kInvalidValue, "size exceeds the allocation");
+    }
+    if (mmap(where, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, physical->second.fd,
+             0) == MAP_FAILED) {
+      return record.Finish(kOutOfMemory, "mmap failed");
+    }
+    record.Int("device", physical->second.device);
+  } else if (multicast != multicasts.end()) {
+    const Multicast& m = multicast->second;
+    if (m.devices.size() != m.num_devices) {
+      return record.Finish(kInvalidValue, "a multicast object is mapped before all " +
+                                              std::to_string(m.num_devices) +
+                                              " devices were added");
+    }
+    if (size > m.size) return record.Finish(kInvalidValue, "size exceeds the multicast object");
+    if (mmap(where, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+             0) == MAP_FAILED) {
+      return record.Finish(kOutOfMemory, "mmap failed");
+    }
+    record.Raw("multicast", "true");
+  } else {
+    return record.Finish(kInvalidHandle, "not a handle");
+  }
+  mappings[pointer] = {size, handle, multicast != multicasts.end(), {}};
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemUnmap(CUdeviceptr pointer, std::size_t size) {
+  Record record("cuMemUnmap");
+  record.Uint("pointer", pointer).Uint("size", size);
+  FAKE_INJECT(record, "cuMemUnmap");
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  auto found = mappings.find(pointer);
+  if (found == mappings.end() || found->second.size != size) {
+    return record.Finish(kInvalidValue, "not a mapping of that size");
+  }
+  mmap(reinterpret_cast<void*>(pointer), size, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);  // reserved again
+  mappings.erase(found);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemSetAccess(CUdeviceptr pointer,
+                                                               std::size_t size,
+                                                               const CUmemAccessDesc* desc,
+                                                               std::size_t count) {
+  Record record("cuMemSetAccess");
+  record.Uint("pointer", pointer).Uint("size", size).Uint("count", count);
+  if (desc != nullptr) {
+    std::string access = "[";
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i > 0) access += ", ";
+      access += "{\"location_type\": " + std::to_string(desc[i].location.type) +
+                ", \"device\": " + std::to_string(desc[i].location.id) +
+                ", \"flags\": " + std::to_string(desc[i].flags) + "}";
+    }
+    record.Raw("access", access + "]");
+  }
+  FAKE_INJECT(record, "cuMemSetAccess");
+  if (desc == nullptr || count == 0) return record.Finish(kInvalidValue, "no descriptors");
+  for (std::size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != kLocationTypeDevice || !ValidDevice(desc[i].location.id)) {
+      return record.Finish(kInvalidDevice, "descriptor " + std::to_string(i) + " names no device");
+    }
+    if (desc[i].flags != 0 && desc[i].flags != 1 && desc[i].flags != kAccessReadWrite) {
+      return record.Finish(kInvalidValue, "descriptor " + std::to_string(i) + " flags");
+    }
+  }
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  // The range must be whole mappings, back to back.
+  std::vector<Mapping*> covered;
+  for (CUdeviceptr at = pointer; at < pointer + size;) {
+    auto mapping = mappings.find(at);
+    if (mapping == mappings.end()) {
+      return record.Finish(kInvalidValue, "the range is not fully mapped");
+    }
+    covered.push_back(&mapping->second);
+    at += mapping->second.size;
+    if (at > pointer + size) return record.Finish(kInvalidValue, "the range splits a mapping");
+  }
+  if (covered.empty()) return record.Finish(kInvalidValue, "an empty range");
+  for (Mapping* mapping : covered) {
+    if (mapping->multicast) {
+      const Multicast& m = multicasts[mapping->handle];
+      for (std::size_t i = 0; i < count; ++i) {
+        if (std::find(m.devices.begin(), m.devices.end(), desc[i].location.id) ==
+            m.devices.end()) {
+          return record.Finish(kInvalidDevice, "device " + std::to_string(desc[i].location.id) +
+                                                   " is not in the multicast team");
+        }
+      }
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      if (desc[i].flags == kAccessReadWrite) {
+        mapping->access.insert(desc[i].location.id);
+      } else {
+        mapping->access.erase(desc[i].location.id);
+      }
+    }
+  }
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMulticastGetGranularity(
+    std::size_t* granularity, const CUmulticastObjectProp* prop, int option) {
+  Record record("cuMulticastGetGranularity");
+  record.Raw("prop", MulticastPropJson(prop)).Int("option", option);
+  FAKE_INJECT(record, "cuMulticastGetGranularity");
+  if (granularity == nullptr || prop == nullptr) return record.Finish(kInvalidValue, "null");
+  if (prop->numDevices == 0 || prop->numDevices > kDevices) {
+    return record.Finish(kInvalidValue, "numDevices");
+  }
+  if (option != 0 && option != 1) return record.Finish(kInvalidValue, "option");
+  *granularity = kMulticastGranularity;
+  record.Uint("granularity", *granularity);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMulticastCreate(
+    unsigned long long* handle, const CUmulticastObjectProp* prop) {
+  Record record("cuMulticastCreate");
+  record.Raw("prop", MulticastPropJson(prop));
+  FAKE_INJECT(record, "cuMulticastCreate");
+  if (handle == nullptr || prop == nullptr) return record.Finish(kInvalidValue, "null");
+  if (prop->numDevices == 0 || prop->numDevices > kDevices) {
+    return record.Finish(kInvalidValue, "numDevices " + std::to_string(prop->numDevices));
+  }
+  if (prop->size == 0 || prop->size % kMulticastGranularity != 0) {
+    return record.Finish(kInvalidValue, "size " + std::to_string(prop->size) +
+                                            " is not a multiple of the multicast granularity");
+  }
+  if (prop->flags != 0) return record.Finish(kInvalidValue, "flags must be 0");
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  *handle = next_handle++;
+  multicasts[*handle] = {prop->numDevices, prop->size, {}, {}};
+  record.Uint("handle", *handle);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMulticastAddDevice(unsigned long long handle,
+                                                                     int device) {
+  Record record("cuMulticastAddDevice");
+  record.Uint("handle", handle).Int("device", device);
+  FAKE_INJECT(record, "cuMulticastAddDevice");
+  if (!ValidDevice(device)) return record.Finish(kInvalidDevice, "not a device");
+  if (Listed("SMALTI_FAKE_CUDA_NO_MULTICAST", device)) {
+    return record.Finish(kNotSupported, "the device has no multicast");
+  }
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  auto found = multicasts.find(handle);
+  if (found == multicasts.end()) return record.Finish(kInvalidHandle, "not a multicast object");
+  Multicast& m = found->second;
+  if (std::find(m.devices.begin(), m.devices.end(), device) != m.devices.end()) {
+    return record.Finish(kInvalidValue, "the device was already added");
+  }
+  if (m.devices.size() == m.num_devices) return record.Finish(kInvalidValue, "the team is full");
+  m.devices.push_back(device);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuMulticastBindMem(
+    unsigned long long handle, std::size_t multicast_offset, unsigned long long memory,
+    std::size_t memory_offset, std::size_t size, unsigned long long flags) {
+  Record record("cuMulticastBindMem");
+  record.Uint("handle", handle).Uint("multicast_offset", multicast_offset)
+      .Uint("memory", memory).Uint("memory_offset", memory_offset).Uint("size", size)
+      .Uint("flags", flags);
+  FAKE_INJECT(record, "cuMulticastBindMem");
+  if (flags != 0) return record.Finish(kInvalidValue, "flags must be 0");
+  std::lock_guard<std::mutex> lock(vmm_mutex);
+  auto found = multicasts.find(handle);
+  if (found == multicasts.end()) return record.Finish(kInvalidHandle, "not a multicast object");
+  Multicast& m = found->second;
+  auto physical = physicals.find(memory);
+  if (physical == physicals.end()) return record.Finish(kInvalidHandle, "not an allocation");
+  const int device = physical->second.device;
+  record.Int("device", device);
+  if (m.devices.size() != m.num_devices) {
+    // The driver blocks here until the whole team has joined; one thread would wait forever.
+    return record.Finish(kInvalidValue, "memory is bound before all " +
+                                            std::to_string(m.num_devices) +
+                                            " devices were added");
+  }
+  if (std::find(m.devices.begin(), m.devices.end(), device) == m.devices.end()) {
+    return record.Finish(kInvalidDevice, "the allocation's device is not in the team");
+  }
+  if (multicast_offset % kMulticastGranularity || memory_offset % kMulticastGranularity ||
+      size == 0 || size % kMulticastGranularity) {
+    return record.Finish(kInvalidValue, "offsets and size must be multiples of the multicast "
+                                        "granularity");
+  }
+  if (size + memory_offset > physical->second.size) {
+    return record.Finish(kInvalidValue, "size + memOffset exceeds the allocation");
+  }
+  if (size + multicast_offset > m.size) {
+    return record.Finish(kInvalidValue, "size + mcOffset exceeds the multicast object");
+  }
+  if (m.bound.count(device)) return record.Finish(kInvalidValue, "the device is already bound");
+  m.bound[device] = {multicast_offset, size};
   return record.Finish(kSuccess);
 }
 

@@ -3,7 +3,9 @@ with the system C++ compiler against `jax.ffi.include_dir()`, cached by content,
 registered as an XLA FFI target for CUDA.
 
 `driver.cc` opens the CUDA driver ($SMALTI_LIBCUDA, default `libcuda.so.1`), `core.cc` makes
-every driver call of a launch, and `launcher.cc` is the XLA FFI handler that feeds it.
+every driver call of a launch, and `launcher.cc` is the XLA FFI handler that feeds it. For
+collective kernels, `group.cc` makes the per-device calls of a group meet and
+`symmetric_heap.cc` makes the group's symmetric heap, peer tables and multicast object.
 `launch_core` drives the core directly through ctypes, as tests do against a stand-in driver.
 """
 
@@ -29,9 +31,13 @@ HANDLER_SYMBOL = "SmaltiLaunch"
 HANDLER_WITHOUT_STREAM_SYMBOL = "SmaltiLaunchWithoutStream"
 LIBCUDA_VARIABLE = "SMALTI_LIBCUDA"  # the driver library to open (default libcuda.so.1)
 LAUNCH_SIZE = 10  # grid x,y,z, block x,y,z, cluster x,y,z, dynamic shared bytes
+COLLECTIVE_SIZE = 3  # devices along the mesh axis, symmetric heap bytes, multimem (0 or 1)
+# How long a collective launch waits for the rest of its group, in seconds (default 120).
+TIMEOUT_VARIABLE = "SMALTI_COLLECTIVE_TIMEOUT"
 
 # LaunchStatus of core.h.
 STATUS_OK, STATUS_INVALID_ARGUMENT, STATUS_DRIVER_ERROR, STATUS_NO_DRIVER = 0, 1, 2, 3
+STATUS_TIMEOUT = 4  # a collective launch's group did not all arrive
 _TEXT_CAPACITY = 4096
 
 
@@ -119,6 +125,7 @@ def load(directory: Path) -> ctypes.CDLL:
         ctypes.c_void_p, ctypes.c_size_t,  # tensor maps
         ctypes.c_void_p, ctypes.c_size_t,  # buffers
         ctypes.c_void_p, ctypes.c_int64,  # debug
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,  # collective, rank
         ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t,  # cuda error, call
         ctypes.c_char_p, ctypes.c_size_t,  # message
     ]
@@ -138,16 +145,21 @@ def register(directory: Path) -> str:
 
 
 def launch_core(library: ctypes.CDLL, attributes: Mapping[str, object], buffers: Sequence[int],
-                *, stream: int = 0, debug: int = 0) -> None:
+                *, stream: int = 0, debug: int = 0, rank: int = 0) -> None:
     """Launch through the driver-facing core, as the FFI handler does: `attributes` is exactly
     `jax_integration.ffi_attributes(compiled)`, `buffers` the device addresses of the inputs
-    then the outputs, `debug` the debug buffer's (when `debug_bytes` > 0). LaunchError names
-    the failing call."""
+    then the outputs, `debug` the debug buffer's (when `debug_bytes` > 0), `rank` a collective
+    kernel's rank buffer's (i32[2]: index along the mesh axis, group). LaunchError names the
+    failing call. A collective launch returns once its whole group has met (call it from one
+    thread per device)."""
     cubin = np.ascontiguousarray(attributes["cubin"], dtype=np.uint8)
     launch = np.ascontiguousarray(attributes["launch"], dtype=np.int64)
     records = np.ascontiguousarray(attributes["tensor_maps"], dtype=np.int64)
     pointers = (ctypes.c_void_p * max(len(buffers), 1))(*buffers)
     kernel = str(attributes["kernel"]).encode()
+    collective = np.ascontiguousarray(attributes.get("collective", ()), dtype=np.int64)
+    if collective.size and collective[0] == 0:
+        collective = collective[:0]  # not a collective kernel
     cuda_error = ctypes.c_int(0)
     call = ctypes.create_string_buffer(_TEXT_CAPACITY)
     message = ctypes.create_string_buffer(_TEXT_CAPACITY)
@@ -155,6 +167,7 @@ def launch_core(library: ctypes.CDLL, attributes: Mapping[str, object], buffers:
         stream or None, cubin.ctypes.data if cubin.size else None, cubin.size, kernel,
         launch.ctypes.data, launch.size, records.ctypes.data if records.size else None,
         records.size, pointers, len(buffers), debug or None, int(attributes["debug_bytes"]),
+        collective.ctypes.data if collective.size else None, collective.size, rank or None,
         ctypes.byref(cuda_error), call, _TEXT_CAPACITY, message, _TEXT_CAPACITY)
     if status != STATUS_OK:
         raise LaunchError(message.value.decode(errors="replace"), status=status,
@@ -162,5 +175,6 @@ def launch_core(library: ctypes.CDLL, attributes: Mapping[str, object], buffers:
 
 
 def reset(library: ctypes.CDLL) -> None:
-    """Forget the loaded driver and its modules: the next launch opens $SMALTI_LIBCUDA again."""
+    """Forget the loaded driver, its modules and symmetric heaps (freed through it): the next
+    launch opens $SMALTI_LIBCUDA again."""
     library.smalti_launcher_reset()

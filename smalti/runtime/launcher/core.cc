@@ -2,6 +2,9 @@
 
 #include "core.h"
 
+#include "group.h"
+#include "symmetric_heap.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -13,16 +16,6 @@ namespace smalti::launcher {
 namespace {
 
 constexpr std::int64_t kUint32Max = 0xffffffffll;
-
-LaunchResult Invalid(const std::string& what) {
-  return {LaunchStatus::kInvalidArgument, "", 0, "smalti launcher: " + what};
-}
-
-LaunchResult DriverFailure(const Driver& driver, CUresult result, const std::string& call,
-                           const std::string& doing) {
-  return {LaunchStatus::kDriverError, call, result,
-          "smalti launcher: " + call + " failed: " + DescribeError(driver, result) + " " + doing};
-}
 
 // "4x2x1" from `count` values.
 template <typename T>
@@ -68,17 +61,33 @@ LaunchResult CheckRequest(const LaunchRequest& request) {
                    std::to_string(request.tensor_map_entries) + " values, not records of " +
                    std::to_string(kRecordSize));
   }
+  const CollectiveRequest& collective = request.collective;
+  if (collective.devices < 0 || collective.symmetric_bytes < 0 ||
+      (collective.devices > 0 && collective.rank == nullptr)) {
+    return Invalid("the collective launch of " + kernel + " (" +
+                   std::to_string(collective.devices) + " devices, " +
+                   std::to_string(collective.symmetric_bytes) +
+                   " heap bytes) is malformed or lacks its rank buffer");
+  }
   for (std::size_t m = 0; m * kRecordSize < request.tensor_map_entries; ++m) {
     const std::int64_t* r = request.tensor_maps + m * kRecordSize;
     const std::string which = "tensor map record " + std::to_string(m) + " of " + kernel;
-    if (r[0] < 0 || static_cast<std::size_t>(r[0]) >= request.buffers.size()) {
+    if (r[0] < 0 && collective.devices == 0) {
+      return Invalid(which + " maps a symmetric buffer, but the kernel is not collective");
+    }
+    if (r[0] < 0 && -1 - r[0] >= collective.symmetric_bytes) {
+      return Invalid(which + " maps a symmetric buffer at offset " + std::to_string(-1 - r[0]) +
+                     ", past the " + std::to_string(collective.symmetric_bytes) +
+                     "-byte symmetric heap");
+    }
+    if (r[0] >= 0 && static_cast<std::size_t>(r[0]) >= request.buffers.size()) {
       return Invalid(which + " names argument " + std::to_string(r[0]) + " of " +
                      std::to_string(request.buffers.size()));
     }
     if (r[2] < 1 || r[2] > 5) {
       return Invalid(which + " has rank " + std::to_string(r[2]) + " (1 to 5)");
     }
-    for (std::size_t e = 0; e < kRecordSize; ++e) {
+    for (std::size_t e = 1; e < kRecordSize; ++e) {
       bool is_32_bit = e < 5 || e >= 14;  // codes, box and element strides
       if (r[e] < 0 || (is_32_bit && r[e] > INT_MAX)) {
         return Invalid(which + " has entry " + std::to_string(e) + " = " +
@@ -152,10 +161,21 @@ LaunchResult LoadFunction(const Driver& driver, CUcontext context,
   return {};
 }
 
+// Encodes every record into `maps`: one map per record, or one per device of the group for a
+// map over a symmetric buffer (over each device's heap + its offset, in axis order);
+// `first[m]` is the index of record m's first map, whose address is its parameter.
 LaunchResult EncodeTensorMaps(const Driver& driver, const LaunchRequest& request,
-                              std::vector<TensorMap>* maps) {
-  maps->resize(request.tensor_map_entries / kRecordSize);
-  for (std::size_t m = 0; m < maps->size(); ++m) {
+                              const SymmetricHeap* heap, std::vector<TensorMap>* maps,
+                              std::vector<std::size_t>* first) {
+  const std::size_t records = request.tensor_map_entries / kRecordSize;
+  std::size_t total = 0;
+  for (std::size_t m = 0; m < records; ++m) {
+    first->push_back(total);
+    const bool symmetric = request.tensor_maps[m * kRecordSize] < 0;
+    total += symmetric ? static_cast<std::size_t>(request.collective.devices) : 1;
+  }
+  maps->resize(total);
+  for (std::size_t m = 0; m < records; ++m) {
     const std::int64_t* r = request.tensor_maps + m * kRecordSize;
     const std::int64_t arg = r[0], rank = r[2];
     std::uint64_t dims[5], strides[4];
@@ -166,39 +186,80 @@ LaunchResult EncodeTensorMaps(const Driver& driver, const LaunchRequest& request
       element_strides[d] = static_cast<std::uint32_t>(r[19 + d]);
     }
     for (int d = 0; d < 4; ++d) strides[d] = static_cast<std::uint64_t>(r[10 + d]);
-    CUresult result = driver.tensor_map_encode_tiled(
-        &(*maps)[m], static_cast<int>(r[1]), static_cast<std::uint32_t>(rank),
-        request.buffers[arg], dims, strides, box, element_strides, kTensorMapInterleaveNone,
-        static_cast<int>(r[3]), kTensorMapL2Promotion128B, static_cast<int>(r[4]));
-    if (result != kCudaSuccess) {
-      return DriverFailure(driver, result, "cuTensorMapEncodeTiled",
-                           "for tensor map " + std::to_string(m) + " of " +
-                               KernelName(request) + " (argument " + std::to_string(arg) +
-                               ", dims " + Shape(dims, rank) + ", box " + Shape(box, rank) +
-                               ", data type " + std::to_string(r[1]) + ", swizzle " +
-                               std::to_string(r[3]) + ")");
+    std::vector<void*> addresses;
+    if (arg >= 0) {
+      addresses.push_back(request.buffers[arg]);
+    } else {
+      for (CUdeviceptr base : heap->bases) {
+        addresses.push_back(reinterpret_cast<void*>(base + static_cast<CUdeviceptr>(-1 - arg)));
+      }
+    }
+    for (std::size_t copy = 0; copy < addresses.size(); ++copy) {
+      CUresult result = driver.tensor_map_encode_tiled(
+          &(*maps)[(*first)[m] + copy], static_cast<int>(r[1]), static_cast<std::uint32_t>(rank),
+          addresses[copy], dims, strides, box, element_strides, kTensorMapInterleaveNone,
+          static_cast<int>(r[3]), kTensorMapL2Promotion128B, static_cast<int>(r[4]));
+      if (result != kCudaSuccess) {
+        const std::string over =
+            arg >= 0 ? "argument " + std::to_string(arg)
+                     : "the symmetric buffer at heap offset " + std::to_string(-1 - arg) +
+                           " of device " + std::to_string(copy);
+        return DriverFailure(driver, result, "cuTensorMapEncodeTiled",
+                             "for tensor map " + std::to_string(m) + " of " +
+                                 KernelName(request) + " (" + over + ", dims " +
+                                 Shape(dims, rank) + ", box " + Shape(box, rank) +
+                                 ", data type " + std::to_string(r[1]) + ", swizzle " +
+                                 std::to_string(r[3]) + ")");
+      }
     }
   }
   return {};
 }
 
-// Makes a context current for the calls in its scope.
-class ScopedContext {
- public:
-  ScopedContext(const Driver& driver, CUcontext context)
-      : driver_(driver), result_(driver.ctx_push(context)) {}
-  ~ScopedContext() {
-    CUcontext popped = nullptr;
-    if (result_ == kCudaSuccess) driver_.ctx_pop(&popped);
+// A collective launch's part before its kernel: its rank, its device, its group's meeting
+// and heap (see core.h). `rank` is set to the device's index along the mesh axis.
+LaunchResult JoinGroup(const std::shared_ptr<const Driver>& shared, CUcontext context,
+                       const LaunchRequest& request, std::shared_ptr<const SymmetricHeap>* heap,
+                       int* rank) {
+  const Driver& driver = *shared;
+  const std::string kernel = "collective " + KernelName(request);
+  if (!driver.missing.empty()) {
+    return {LaunchStatus::kNoDriver, "", 0,
+            "smalti launcher: " + driver.path + " lacks " + driver.missing + ", which the " +
+                kernel + " needs (collective kernels need a CUDA 12.1 or newer driver)"};
   }
-  CUresult result() const { return result_; }
+  std::int32_t position[2] = {0, 0};
+  CUresult result = driver.memcpy_dtoh_async(
+      position, reinterpret_cast<CUdeviceptr>(request.collective.rank), sizeof(position),
+      request.stream);
+  if (result != kCudaSuccess) {
+    return DriverFailure(driver, result, "cuMemcpyDtoHAsync",
+                         "reading the device index and group of " + kernel);
+  }
+  result = driver.stream_synchronize(request.stream);
+  if (result != kCudaSuccess) {
+    return DriverFailure(driver, result, "cuStreamSynchronize",
+                         "waiting for the device index and group of " + kernel);
+  }
+  GroupMember me{position[0], 0, context};
+  result = driver.ctx_get_device(&me.device);
+  if (result != kCudaSuccess) {
+    return DriverFailure(driver, result, "cuCtxGetDevice", "for the stream of " + kernel);
+  }
+  const CollectiveRequest& collective = request.collective;
+  GroupWork work = [&](const std::vector<GroupMember>& members,
+                       std::shared_ptr<const SymmetricHeap>* made) {
+    return GetSymmetricHeap(shared, members, collective.symmetric_bytes, collective.multimem,
+                            "the " + kernel, made);
+  };
+  *rank = position[0];
+  return Meet(std::string(request.kernel), position[1], collective.devices, me,
+              CollectiveTimeout(), work, heap);
+}
 
- private:
-  const Driver& driver_;
-  CUresult result_;
-};
-
-LaunchResult LaunchWith(const Driver& driver, const LaunchRequest& request) {
+LaunchResult LaunchWith(const std::shared_ptr<const Driver>& shared,
+                        const LaunchRequest& request) {
+  const Driver& driver = *shared;
   const std::string kernel = KernelName(request);
   CUcontext context = nullptr;
   CUresult result = driver.stream_get_ctx(request.stream, &context);
@@ -214,8 +275,18 @@ LaunchResult LaunchWith(const Driver& driver, const LaunchRequest& request) {
   if (LaunchResult loaded = LoadFunction(driver, context, request, &function); !loaded.ok()) {
     return loaded;
   }
+  std::shared_ptr<const SymmetricHeap> heap;
+  int rank = 0;
+  const bool collective = request.collective.devices > 0;
+  if (collective) {
+    if (LaunchResult joined = JoinGroup(shared, context, request, &heap, &rank); !joined.ok()) {
+      return joined;
+    }
+  }
   std::vector<TensorMap> maps;
-  if (LaunchResult encoded = EncodeTensorMaps(driver, request, &maps); !encoded.ok()) {
+  std::vector<std::size_t> first_map;
+  if (LaunchResult encoded = EncodeTensorMaps(driver, request, heap.get(), &maps, &first_map);
+      !encoded.ok()) {
     return encoded;
   }
   std::vector<CUdeviceptr> pointers;
@@ -223,8 +294,17 @@ LaunchResult LaunchWith(const Driver& driver, const LaunchRequest& request) {
   CUdeviceptr debug_pointer = reinterpret_cast<CUdeviceptr>(request.debug);
   std::vector<void*> params;
   for (CUdeviceptr& pointer : pointers) params.push_back(&pointer);
-  for (TensorMap& map : maps) params.push_back(&map);
+  for (std::size_t first : first_map) params.push_back(&maps[first]);
   if (request.debug_bytes > 0) params.push_back(&debug_pointer);
+  // A collective kernel's hidden parameters: smalti_device, smalti_peers, smalti_multicast.
+  CUdeviceptr device_pointer = reinterpret_cast<CUdeviceptr>(request.collective.rank);
+  CUdeviceptr peers = collective ? heap->tables[rank] : 0;
+  CUdeviceptr multicast = collective ? heap->multicast_base : 0;
+  if (collective) {
+    params.push_back(&device_pointer);
+    params.push_back(&peers);
+    params.push_back(&multicast);
+  }
 
   const std::int64_t* launch = request.launch;
   LaunchAttribute cluster{};
@@ -280,7 +360,7 @@ LaunchResult Launch(const LaunchRequest& request) {
   if (driver == nullptr) {
     return {LaunchStatus::kNoDriver, "", 0, "smalti launcher: " + error};
   }
-  return LaunchWith(*driver, request);
+  return LaunchWith(driver, request);
 }
 
 void ResetLauncher() {
@@ -288,6 +368,7 @@ void ResetLauncher() {
     std::lock_guard<std::mutex> lock(cache_mutex);
     cache.clear();
   }
+  ReleaseSymmetricHeaps();
   ForgetDriver();
 }
 
@@ -299,7 +380,9 @@ extern "C" int smalti_launch_core(void* stream, const std::uint8_t* cubin,
                                   const std::int64_t* tensor_maps,
                                   std::size_t tensor_map_entries, void* const* buffers,
                                   std::size_t buffer_count, void* debug,
-                                  std::int64_t debug_bytes, int* cuda_error, char* call,
+                                  std::int64_t debug_bytes, const std::int64_t* collective,
+                                  std::size_t collective_size, void* rank, int* cuda_error,
+                                  char* call,
                                   std::size_t call_capacity, char* message,
                                   std::size_t message_capacity) {
   using namespace smalti::launcher;
@@ -307,6 +390,9 @@ extern "C" int smalti_launch_core(void* stream, const std::uint8_t* cubin,
   if (launch == nullptr || launch_size != kLaunchSize) {
     result = Invalid("launch must hold " + std::to_string(kLaunchSize) + " values, got " +
                      std::to_string(launch == nullptr ? 0 : launch_size));
+  } else if (collective_size != 0 && (collective == nullptr || collective_size != kCollectiveSize)) {
+    result = Invalid("collective must hold 0 or " + std::to_string(kCollectiveSize) +
+                     " values, got " + std::to_string(collective_size));
   } else if (buffers == nullptr && buffer_count > 0) {
     result = Invalid("no buffer pointers given for " + std::to_string(buffer_count) + " buffers");
   } else {
@@ -321,6 +407,12 @@ extern "C" int smalti_launch_core(void* stream, const std::uint8_t* cubin,
     if (buffer_count > 0) request.buffers.assign(buffers, buffers + buffer_count);
     request.debug = debug;
     request.debug_bytes = debug_bytes;
+    if (collective_size == kCollectiveSize) {
+      request.collective.devices = static_cast<int>(collective[0]);
+      request.collective.symmetric_bytes = collective[1];
+      request.collective.multimem = collective[2] != 0;
+      request.collective.rank = rank;
+    }
     result = Launch(request);
   }
   if (cuda_error != nullptr) *cuda_error = result.cuda_error;

@@ -25,6 +25,14 @@ bool Resolve(Driver& driver, const char* name, Fn* fn, std::string* error) {
   return *fn != nullptr;
 }
 
+// An entry point only collective launches need: null when absent, and the first absent one
+// is remembered in `missing`.
+template <typename Fn>
+void Optional(Driver& driver, const char* name, Fn* fn, std::string* missing) {
+  *fn = reinterpret_cast<Fn>(dlsym(driver.library, name));
+  if (*fn == nullptr && missing->empty()) *missing = name;
+}
+
 std::shared_ptr<const Driver> Open(std::string* error) {
   auto driver = std::make_shared<Driver>();
   const char* path = std::getenv(kLibraryVariable);
@@ -50,6 +58,29 @@ std::shared_ptr<const Driver> Open(std::string* error) {
       Resolve(d, "cuMemsetD8Async", &d.memset_d8_async, error) &&
       Resolve(d, "cuTensorMapEncodeTiled", &d.tensor_map_encode_tiled, error);
   if (!resolved) return nullptr;
+  std::string& missing = d.missing;
+  Optional(d, "cuCtxGetDevice", &d.ctx_get_device, &missing);
+  Optional(d, "cuCtxSynchronize", &d.ctx_synchronize, &missing);
+  Optional(d, "cuDeviceGetAttribute", &d.device_get_attribute, &missing);
+  Optional(d, "cuDeviceCanAccessPeer", &d.device_can_access_peer, &missing);
+  Optional(d, "cuStreamSynchronize", &d.stream_synchronize, &missing);
+  Optional(d, "cuMemcpyDtoHAsync_v2", &d.memcpy_dtoh_async, &missing);
+  Optional(d, "cuMemcpyHtoD_v2", &d.memcpy_htod, &missing);
+  Optional(d, "cuMemAlloc_v2", &d.mem_alloc, &missing);
+  Optional(d, "cuMemFree_v2", &d.mem_free, &missing);
+  Optional(d, "cuMemsetD8_v2", &d.memset_d8, &missing);
+  Optional(d, "cuMemGetAllocationGranularity", &d.mem_get_allocation_granularity, &missing);
+  Optional(d, "cuMemCreate", &d.mem_create, &missing);
+  Optional(d, "cuMemRelease", &d.mem_release, &missing);
+  Optional(d, "cuMemAddressReserve", &d.mem_address_reserve, &missing);
+  Optional(d, "cuMemAddressFree", &d.mem_address_free, &missing);
+  Optional(d, "cuMemMap", &d.mem_map, &missing);
+  Optional(d, "cuMemUnmap", &d.mem_unmap, &missing);
+  Optional(d, "cuMemSetAccess", &d.mem_set_access, &missing);
+  Optional(d, "cuMulticastGetGranularity", &d.multicast_get_granularity, &missing);
+  Optional(d, "cuMulticastCreate", &d.multicast_create, &missing);
+  Optional(d, "cuMulticastAddDevice", &d.multicast_add_device, &missing);
+  Optional(d, "cuMulticastBindMem", &d.multicast_bind_mem, &missing);
   return driver;
 }
 

@@ -7,8 +7,12 @@
 //   launch       i64[10] grid x,y,z, block x,y,z, cluster x,y,z, dynamic shared bytes
 //   tensor_maps  i64[]   kRecordSize entries per tensor-map record (see core.h)
 //   debug_bytes  i64     size of the kernel's debug buffer; 0 when it has no debug_print
-// Operands: the kernel's inputs. Results: its outputs, then (debug_bytes > 0) its debug
-// buffer, u8[debug_bytes], zeroed on the stream before the launch and read by the host after.
+//   collective   i64[3]  devices along the mesh axis, symmetric heap bytes, multimem (0/1);
+//                        devices 0 for a kernel that is not collective
+// Operands: the kernel's inputs, then for a collective kernel its rank buffer (s32[2]: index
+// along the mesh axis, group index; see core.h). Results: its outputs, then (debug_bytes > 0)
+// its debug buffer, u8[debug_bytes], zeroed on the stream before the launch and read by the
+// host after.
 //
 // SmaltiLaunchWithoutStream is the same handler bound without a platform stream (the null
 // stream), for tests that register it on XLA's CPU platform against a stand-in driver.
@@ -34,6 +38,8 @@ ffi::Error ToFfiError(const LaunchResult& result) {
       return ffi::Error::InvalidArgument(result.message);
     case LaunchStatus::kNoDriver:
       return ffi::Error(ffi::ErrorCode::kUnavailable, result.message);
+    case LaunchStatus::kTimeout:
+      return ffi::Error(ffi::ErrorCode::kDeadlineExceeded, result.message);
     case LaunchStatus::kDriverError:
       break;
   }
@@ -43,8 +49,19 @@ ffi::Error ToFfiError(const LaunchResult& result) {
 ffi::Error LaunchCall(CUstream stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                       ffi::Span<const std::uint8_t> cubin, std::string_view kernel,
                       ffi::Span<const std::int64_t> launch,
-                      ffi::Span<const std::int64_t> tensor_maps, std::int64_t debug_bytes) {
+                      ffi::Span<const std::int64_t> tensor_maps, std::int64_t debug_bytes,
+                      ffi::Span<const std::int64_t> collective) {
   const std::string name = "kernel " + std::string(kernel);
+  if (collective.size() != kCollectiveSize) {
+    return ffi::Error::InvalidArgument("smalti launcher: collective of " + name +
+                                       " must hold " + std::to_string(kCollectiveSize) +
+                                       " values");
+  }
+  const std::size_t rank_operands = collective[0] > 0 ? 1 : 0;
+  if (args.size() < rank_operands) {
+    return ffi::Error::InvalidArgument("smalti launcher: collective " + name +
+                                       " lacks its rank operand");
+  }
   if (launch.size() != kLaunchSize) {
     return ffi::Error::InvalidArgument("smalti launcher: launch of " + name + " must hold " +
                                        std::to_string(kLaunchSize) + " values");
@@ -62,10 +79,22 @@ ffi::Error LaunchCall(CUstream stream, ffi::RemainingArgs args, ffi::RemainingRe
   for (std::size_t i = 0; i < kLaunchSize; ++i) request.launch[i] = launch[i];
   request.tensor_maps = tensor_maps.begin();
   request.tensor_map_entries = tensor_maps.size();
-  for (std::size_t i = 0; i < args.size(); ++i) {
+  for (std::size_t i = 0; i + rank_operands < args.size(); ++i) {
     auto buffer = args.get<ffi::AnyBuffer>(i);
     if (buffer.has_error()) return buffer.error();
     request.buffers.push_back(buffer->untyped_data());
+  }
+  if (rank_operands > 0) {
+    auto rank = args.get<ffi::AnyBuffer>(args.size() - 1);
+    if (rank.has_error()) return rank.error();
+    if (rank->element_type() != ffi::DataType::S32 || rank->element_count() != 2) {
+      return ffi::Error::InvalidArgument("smalti launcher: the last operand of collective " +
+                                         name + " must be its s32[2] rank buffer");
+    }
+    request.collective.devices = static_cast<int>(collective[0]);
+    request.collective.symmetric_bytes = collective[1];
+    request.collective.multimem = collective[2] != 0;
+    request.collective.rank = rank->untyped_data();
   }
   for (std::size_t i = 0; i + debug_results < rets.size(); ++i) {
     auto buffer = rets.get<ffi::AnyBuffer>(i);
@@ -90,16 +119,20 @@ ffi::Error LaunchCall(CUstream stream, ffi::RemainingArgs args, ffi::RemainingRe
 ffi::Error LaunchOnStream(CUstream stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                           ffi::Span<const std::uint8_t> cubin, std::string_view kernel,
                           ffi::Span<const std::int64_t> launch,
-                          ffi::Span<const std::int64_t> tensor_maps, std::int64_t debug_bytes) {
-  return LaunchCall(stream, args, rets, cubin, kernel, launch, tensor_maps, debug_bytes);
+                          ffi::Span<const std::int64_t> tensor_maps, std::int64_t debug_bytes,
+                          ffi::Span<const std::int64_t> collective) {
+  return LaunchCall(stream, args, rets, cubin, kernel, launch, tensor_maps, debug_bytes,
+                    collective);
 }
 
 ffi::Error LaunchWithoutStream(ffi::RemainingArgs args, ffi::RemainingRets rets,
                                ffi::Span<const std::uint8_t> cubin, std::string_view kernel,
                                ffi::Span<const std::int64_t> launch,
                                ffi::Span<const std::int64_t> tensor_maps,
-                               std::int64_t debug_bytes) {
-  return LaunchCall(nullptr, args, rets, cubin, kernel, launch, tensor_maps, debug_bytes);
+                               std::int64_t debug_bytes,
+                               ffi::Span<const std::int64_t> collective) {
+  return LaunchCall(nullptr, args, rets, cubin, kernel, launch, tensor_maps, debug_bytes,
+                    collective);
 }
 
 // The operands and attributes both handlers bind, in the order of their parameters.
@@ -112,7 +145,8 @@ auto WithOperands(Binding binding) {
       .template Attr<std::string_view>("kernel")
       .template Attr<ffi::Span<const std::int64_t>>("launch")
       .template Attr<ffi::Span<const std::int64_t>>("tensor_maps")
-      .template Attr<std::int64_t>("debug_bytes");
+      .template Attr<std::int64_t>("debug_bytes")
+      .template Attr<ffi::Span<const std::int64_t>>("collective");
 }
 
 }  // namespace
