@@ -21,7 +21,7 @@ import numpy as np
 
 from smalti.ptx.module import Immediate, Instruction, Register, VectorOperand
 from smalti.sim.async_engine import AsyncOp
-from smalti.sim.errors import Fault, Unsupported
+from smalti.sim.errors import Fault, NotConverged, Unsupported
 from smalti.sim.geometry import Geometry
 from smalti.sim.lanes import Lanes, thread_ids
 from smalti.sim.machine import Machine
@@ -75,10 +75,39 @@ class _Warpgroups:
 
 
 def _warpgroups(m: Machine, lanes: Lanes) -> _Warpgroups:
-    """The warpgroups among the active lanes, checked to be whole."""
+    """The warpgroups among the active lanes, checked to be whole. wgmma instructions are
+    `.sync.aligned` over the warpgroup: lanes whose warpgroup has live members elsewhere
+    (diverged earlier, or asleep at an mbarrier wait) wait here for them (NotConverged, held
+    by the scheduler) rather than run on part of the warpgroup."""
     if lanes.index is None:
         return _launch_warpgroups(m.geometry)
-    return _split(m.geometry, thread_ids(lanes))
+    ids = thread_ids(lanes)
+    _wait_for_warpgroups(m, ids)
+    return _split(m.geometry, ids)
+
+
+def _wait_for_warpgroups(m: Machine, ids: np.ndarray) -> None:
+    """Raise NotConverged for the lanes of `ids` whose warpgroups have live threads that
+    are not among them (those lanes wait for the rest of their warpgroup)."""
+    geometry = m.geometry
+    blocks = geometry.block_of[ids]
+    first = blocks * geometry.block_threads + (ids - blocks * geometry.block_threads) \
+        // WARPGROUP * WARPGROUP
+    members = first[:, None] + np.arange(WARPGROUP)[None, :]
+    active = np.zeros(geometry.threads, np.bool_)
+    active[ids] = True
+    live = np.ones(geometry.threads, np.bool_) if m.live is None else m.live
+    missing = live[members] & ~active[members]
+    short = missing.any(axis=1)
+    if not short.any():
+        return
+    k = int(np.argmax(short))
+    absent = int(members[k][np.argmax(missing[k])])
+    fault = Fault(f"wgmma needs all {WARPGROUP} threads of a warpgroup; thread {absent} "
+                  "never reached this instruction", int(ids[k]))
+    waiting = np.zeros(geometry.threads, np.bool_)
+    waiting[ids[short]] = True
+    raise NotConverged(waiting, fault)
 
 
 @lru_cache(maxsize=8)
