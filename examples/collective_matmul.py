@@ -43,10 +43,13 @@ from smalti.schedule import CollectiveMatmulProblem, CollectiveSchedule, plan_co
 
 AXIS = "x"
 BLOCK_N = 128  # output columns per CTA
+BLOCK_K = 64  # bf16 K tile: one 128-byte swizzled row
 SMEM_LIMIT = 227 * 1024 - 1024  # bytes a block may use, less room for barriers
 WARPGROUP = 128  # threads
 ACCUMULATOR_REGISTERS = 128  # per thread: half of 255, the rest for addresses, operands
-SCALE_BLOCK = 128  # FP8: one scale per 128 columns of a row of A, per 128x128 block of B
+SCALE_BLOCK = 128  # FP8: one scale per 128 columns of a row of A, per 128x128 block of B;
+# also the FP8 K tile (128 one-byte elements: one 128-byte swizzled row)
+STAGE_ROWS = 64  # rows each register copy of a shard into the symmetric heap moves
 F32 = jnp.float32
 E4M3 = jnp.float8_e4m3fn
 
@@ -67,26 +70,89 @@ def schedule(kind: str, m: int, n: int, k: int, devices: int, dtype: object,
                 <= ACCUMULATOR_REGISTERS]
     if not runnable:
         raise ValueError(f"no schedule of {problem.describe()} fits the kernel")
-    if runnable[0] is not plan.choice:
+    if runnable[0] != plan.choice:
         plan = plan_collective_matmul(problem, chunk_rows=runnable[0].chunk_rows,
                                       source_offsets=runnable[0].source_offsets)
     return plan
 
 
-def _check(a_rows: int, k: int, n: int, what: str) -> None:
-    if a_rows % 64 or n % BLOCK_N or k % 64 or k > 256:
-        raise ValueError(f"{what} needs A's rows per device a multiple of 64, K a multiple "
-                         f"of 64 up to 256 and N a multiple of {BLOCK_N}; got rows {a_rows}, "
-                         f"K {k}, N {n}")
+def _check(a_rows: int, k: int, n: int, k_tile: int, what: str) -> None:
+    if a_rows % STAGE_ROWS or n % BLOCK_N or k % (2 * k_tile):
+        raise ValueError(f"{what} needs A's rows per device a multiple of {STAGE_ROWS}, K a "
+                         f"multiple of {2 * k_tile} and N a multiple of {BLOCK_N}; got rows "
+                         f"{a_rows}, K {k}, N {n}")
+
+
+Step = tuple[int, int]  # (offset of the peer from this device, first row of the chunk)
+
+
+def stream_chunks(steps: list[Step], k_tiles: int, bars: object,
+                  fetch: Callable[[Step, int, object], None],
+                  multiply: Callable[[Step, object, int, object], object],
+                  finish: Callable[[Step, object], None], init: Callable[[], object],
+                  early: Callable[[Step], bool] = lambda step: True,
+                  prepare: Callable[[Step], None] = lambda step: None) -> None:
+    """Multiply chunk after chunk, each over its K tiles, through a two-stage TMA pipeline:
+    `fetch(step, stage, k_tile)` starts the copies of one K tile into `stage` (completing
+    bars[stage]), `multiply(step, acc, stage, k_tile)` adds its product, `finish(step, acc)` is the
+    chunk's epilogue. While the tensor cores work on a step's last K tiles, TMA already
+    fetches the next step's first, from whichever device holds it, unless `early(next)` is
+    False: then `prepare(next)` (a semaphore wait) runs before its first fetch, after the
+    step's K loop. Tile t of the walk is in stage t % 2; every step has an even number of K
+    tiles, so both barriers of step j, iteration i are in phase j * k_tiles / 2 + i."""
+    fetch(steps[0], 0, 0)
+    for j, step in enumerate(steps):
+        following = steps[j + 1] if j + 1 < len(steps) else None
+        ahead = following is not None and early(following)
+        base = j * (k_tiles // 2)
+
+        def two_k_tiles(it: object, acc: object, step: Step = step,
+                        following: Step | None = following, ahead: bool = ahead,
+                        base: int = base) -> object:
+            k_tile = it * 2
+            fetch(step, 1, k_tile + 1)
+            bars[0].wait(base + it)
+            acc = multiply(step, acc, 0, k_tile)
+
+            @sd.when(k_tile + 2 < k_tiles)
+            def _():
+                fetch(step, 0, k_tile + 2)  # stage 0 is free: its wgmma has completed
+
+            if ahead:
+                @sd.when(k_tile + 2 >= k_tiles)
+                def _():
+                    fetch(following, 0, 0)
+
+            bars[1].wait(base + it)
+            return multiply(step, acc, 1, k_tile + 1)
+
+        acc = sd.fori(0, k_tiles // 2, two_k_tiles, init())
+        if following is not None and not ahead:
+            prepare(following)
+            fetch(following, 0, 0)
+        finish(step, acc)
+
+
+def stage_shard(source: object, staged: object, k_tile: int) -> None:
+    """staged[...] = source[...] through registers, STAGE_ROWS x k_tile at a time."""
+    rows, k = source.shape
+    tiles = k // k_tile
+
+    def piece(i: object, carry: None) -> None:
+        row, col = i // tiles * STAGE_ROWS, i % tiles * k_tile
+        staged[row:row + STAGE_ROWS, col:col + k_tile] = \
+            source[row:row + STAGE_ROWS, col:col + k_tile]
+
+    sd.fori(0, rows // STAGE_ROWS * tiles, piece)
 
 
 def _gather_plan(a: jax.ShapeDtypeStruct, b: jax.ShapeDtypeStruct, devices: int
                  ) -> CollectiveSchedule:
     m, k = a.shape
-    _check(m, k, b.shape[1], "all_gather_matmul")
+    _check(m, k, b.shape[1], BLOCK_K, "all_gather_matmul")
     size = np.dtype(a.dtype).itemsize
     return schedule("all_gather_matmul", m, b.shape[1], k, devices, a.dtype,
-                    lambda chunk: (2 * chunk * k + k * BLOCK_N + chunk * BLOCK_N) * size)
+                    lambda chunk: (2 * (chunk + BLOCK_N) * BLOCK_K + chunk * BLOCK_N) * size)
 
 
 @sd.kernel(
@@ -95,57 +161,55 @@ def _gather_plan(a: jax.ShapeDtypeStruct, b: jax.ShapeDtypeStruct, devices: int
                                                          a.dtype),
     mesh_axis=AXIS,
     smem=lambda a, b, devices: [
-        sd.Barriers(3),
-        sd.SMEM((2, _gather_plan(a, b, devices).chunk_rows, a.shape[1]), a.dtype),  # A chunks
-        sd.SMEM((a.shape[1], BLOCK_N), b.dtype),  # this CTA's columns of B
+        sd.Barriers(2),
+        sd.SMEM((2, _gather_plan(a, b, devices).chunk_rows, BLOCK_K), a.dtype),  # A tiles
+        sd.SMEM((2, BLOCK_K, BLOCK_N), b.dtype),  # B tiles
         sd.SMEM((_gather_plan(a, b, devices).chunk_rows, BLOCK_N), a.dtype)],  # C chunk
     symmetric=lambda a, b, devices: [sd.Symmetric(a.shape, a.dtype), sd.Semaphores(2)],
 )
 def all_gather_matmul(a_ref, b_ref, out_ref, bars, a_smem, b_smem, c_smem, staged, sems):
     """out[p * m + i] = (A of device p)[i] @ B. Block 0 of every device stages its shard in
-    the symmetric `staged` and signals every device; each CTA then walks the sources the
-    schedule orders (its own shard first, read from `a_ref`), chunk by chunk, fetching chunk
-    t + 1 while the tensor cores multiply chunk t."""
-    m = a_ref.shape[0]
+    the symmetric `staged` and signals every device. Each CTA walks the sources in the
+    schedule's order, its own shard first (read from `a_ref`, while the peers stage theirs),
+    chunk by chunk, K tile by K tile; TMA fetches the next tile, and across a chunk's end
+    the next chunk's first, from the peer that holds it, while wgmma works."""
+    m, k = a_ref.shape
     devices, me = sd.device_count(), sd.device_index()
     ctas = out_ref.shape[1] // BLOCK_N
     plan = _gather_plan(a_ref, b_ref, devices)
     sd.record_schedule(plan)
     chunk = plan.chunk_rows
     col = sd.program_id(0) * BLOCK_N
-    bars[2].arrive_expect_tx(b_smem.nbytes)
-    sd.async_copy(b_ref.at[:, col:col + BLOCK_N], b_smem, bars[2])
 
     @sd.when(sd.program_id(0) == 0)
     def _():
-        for row in range(0, m, 64):  # through registers, 64 rows at a time
-            staged[row:row + 64, :] = a_ref[row:row + 64, :]
+        stage_shard(a_ref, staged, BLOCK_K)
         for peer in range(devices):
             sems[0].signal(peer, ctas)  # one for each CTA of the peer
 
-    steps = [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)]
-
-    def fetch(t: int) -> None:
-        offset, row = steps[t]
+    def fetch(step: Step, stage: int, k_tile: object) -> None:
+        offset, row = step
         source = a_ref if offset == 0 else sd.remote_ref(staged, (me + offset) % devices)
-        bars[t % 2].arrive_expect_tx(a_smem[t % 2].nbytes)
-        sd.async_copy(source.at[row:row + chunk, :], a_smem[t % 2], bars[t % 2])
+        k0 = k_tile * BLOCK_K
+        bars[stage].arrive_expect_tx(a_smem[stage].nbytes + b_smem[stage].nbytes)
+        sd.async_copy(source.at[row:row + chunk, k0:k0 + BLOCK_K], a_smem[stage], bars[stage])
+        sd.async_copy(b_ref.at[k0:k0 + BLOCK_K, col:col + BLOCK_N], b_smem[stage], bars[stage])
 
-    fetch(0)
-    bars[2].wait(0)
-    staged_everywhere = False
-    for t, (offset, row) in enumerate(steps):
-        if t + 1 < len(steps):
-            if steps[t + 1][0] != 0 and not staged_everywhere:
-                sems[0].wait(devices)  # every device's shard is in its `staged`
-                staged_everywhere = True
-            fetch(t + 1)  # its slot's last reader, the wgmma of step t - 1, has completed
-        bars[t % 2].wait((t // 2) % 2)
-        acc = sd.wgmma(sd.zeros((chunk, BLOCK_N), F32), a_smem[t % 2], b_smem)
+    def finish(step: Step, acc: object) -> None:
+        offset, row = step
         c_smem[...] = acc.astype(out_ref.dtype)
         first = (me + offset) % devices * m + row
         sd.async_store(c_smem, out_ref.at[first:first + chunk, col:col + BLOCK_N])
         sd.async_store_wait()
+
+    steps = [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)]
+    first_remote = next((step for step in steps if step[0] != 0), None)
+    stream_chunks(
+        steps, k // BLOCK_K, bars, fetch,
+        lambda step, acc, stage, k_tile: sd.wgmma(acc, a_smem[stage], b_smem[stage]),
+        finish, lambda: sd.zeros((chunk, BLOCK_N), F32),
+        early=lambda step: step != first_remote,  # the first chunk from a peer waits for
+        prepare=lambda step: sems[0].wait(devices))  # every device's shard to be staged
     for peer in range(devices):  # done reading every device's `staged`
         sems[1].signal(peer)
 
@@ -160,10 +224,10 @@ def _scatter_plan(a: jax.ShapeDtypeStruct, b: jax.ShapeDtypeStruct, devices: int
         raise ValueError(f"matmul_reduce_scatter splits A's {a.shape[0]} rows into {devices} "
                          "blocks; they do not divide")
     m, k = a.shape[0] // devices, a.shape[1]
-    _check(m, k, b.shape[1], "matmul_reduce_scatter")
+    _check(m, k, b.shape[1], BLOCK_K, "matmul_reduce_scatter")
     size = np.dtype(a.dtype).itemsize
     return schedule("matmul_reduce_scatter", m, b.shape[1], k, devices, a.dtype,
-                    lambda chunk: ((2 * chunk * k + k * BLOCK_N + chunk * BLOCK_N) * size
+                    lambda chunk: ((2 * (chunk + BLOCK_N) * BLOCK_K + chunk * BLOCK_N) * size
                                    + 2 * chunk * BLOCK_N * 4), accumulators=2)
 
 
@@ -173,9 +237,9 @@ def _scatter_plan(a: jax.ShapeDtypeStruct, b: jax.ShapeDtypeStruct, devices: int
                                                          a.dtype),
     mesh_axis=AXIS,
     smem=lambda a, b, devices: [
-        sd.Barriers(5),
-        sd.SMEM((2, _scatter_plan(a, b, devices).chunk_rows, a.shape[1]), a.dtype),
-        sd.SMEM((a.shape[1], BLOCK_N), b.dtype),
+        sd.Barriers(4),
+        sd.SMEM((2, _scatter_plan(a, b, devices).chunk_rows, BLOCK_K), a.dtype),
+        sd.SMEM((2, BLOCK_K, BLOCK_N), b.dtype),
         sd.SMEM((2, _scatter_plan(a, b, devices).chunk_rows, BLOCK_N), F32),  # partials
         sd.SMEM((_scatter_plan(a, b, devices).chunk_rows, BLOCK_N), a.dtype)],
     symmetric=lambda a, b, devices: [sd.Symmetric((a.shape[0], b.shape[1]), F32),
@@ -190,69 +254,72 @@ def matmul_reduce_scatter(a_ref, b_ref, out_ref, bars, a_smem, b_smem, p_smem, c
     last: for each chunk, the peers' partials are fetched into `p_smem` (the next while the
     current one is added) and summed onto the own partial in f32."""
     devices, me = sd.device_count(), sd.device_index()
-    m = a_ref.shape[0] // devices
+    m, k = a_ref.shape[0] // devices, a_ref.shape[1]
     ctas = out_ref.shape[1] // BLOCK_N
     plan = _scatter_plan(a_ref, b_ref, devices)
     sd.record_schedule(plan)
     chunk = plan.chunk_rows
     cta = sd.program_id(0)
     col = cta * BLOCK_N
-    bars[2].arrive_expect_tx(b_smem.nbytes)
-    sd.async_copy(b_ref.at[:, col:col + BLOCK_N], b_smem, bars[2])
-    steps = [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)]
-
-    def fetch(t: int) -> None:
-        offset, row = steps[t]
-        first = (me + offset) % devices * m + row
-        bars[t % 2].arrive_expect_tx(a_smem[t % 2].nbytes)
-        sd.async_copy(a_ref.at[first:first + chunk, :], a_smem[t % 2], bars[t % 2])
-
     # Peer p computes this device's block at the step whose offset is (me - p) % devices.
     senders = [(me - offset) % devices for offset in plan.source_offsets if offset != 0]
-    fetches = 0  # partials fetched so far: their barrier (3 + i % 2) and its parity
+    fetched = 0  # partials fetched so far: the barrier of fetch i is 2 + i % 2
+
+    def fetch(step: Step, stage: int, k_tile: object) -> None:
+        offset, row = step
+        first, k0 = (me + offset) % devices * m + row, k_tile * BLOCK_K
+        bars[stage].arrive_expect_tx(a_smem[stage].nbytes + b_smem[stage].nbytes)
+        sd.async_copy(a_ref.at[first:first + chunk, k0:k0 + BLOCK_K], a_smem[stage],
+                      bars[stage])
+        sd.async_copy(b_ref.at[k0:k0 + BLOCK_K, col:col + BLOCK_N], b_smem[stage], bars[stage])
 
     def fetch_partial(sender: object, row: int) -> None:
-        nonlocal fetches
-        slot = fetches % 2
-        bars[3 + slot].arrive_expect_tx(p_smem[slot].nbytes)
+        nonlocal fetched
+        slot = fetched % 2
+        bars[2 + slot].arrive_expect_tx(p_smem[slot].nbytes)
         first = me * m + row
         sd.async_copy(sd.remote_ref(partials, sender).at[first:first + chunk,
                                                          col:col + BLOCK_N],
-                      p_smem[slot], bars[3 + slot])
-        fetches += 1
+                      p_smem[slot], bars[2 + slot])
+        fetched += 1
 
-    fetch(0)
-    bars[2].wait(0)
-    for t, (offset, row) in enumerate(steps):
-        if t + 1 < len(steps):
-            fetch(t + 1)
-        bars[t % 2].wait((t // 2) % 2)
-        acc = sd.wgmma(sd.zeros((chunk, BLOCK_N), F32), a_smem[t % 2], b_smem)
+    published = 0  # partial chunks stored so far: chunk i goes through p_smem[i % 2]
+
+    def finish(step: Step, acc: object) -> None:
+        nonlocal published
+        offset, row = step
         block = (me + offset) % devices
         if offset != 0:  # a peer's partial: publish it
+            slot = published % 2
             sd.async_store_wait(1)  # the store two chunks back has read its slot
-            p_smem[t % 2][...] = acc
+            p_smem[slot][...] = acc
             first = block * m + row
-            sd.async_store(p_smem[t % 2],
-                           partials.at[first:first + chunk, col:col + BLOCK_N])
+            sd.async_store(p_smem[slot], partials.at[first:first + chunk, col:col + BLOCK_N])
+            published += 1
             if row + chunk == m:  # the block is whole: the signal waits for its writes
                 sems[me * ctas + cta].signal(block)
-            continue
+            return
         if row == 0:
             sd.async_store_wait()  # p_smem is free for the peers' partials
             for sender in senders:
                 sems[sender * ctas + cta].wait(1)
-        done = fetches
+        done = fetched
         if senders:
             fetch_partial(senders[0], row)
         for i in range(len(senders)):
             if i + 1 < len(senders):
                 fetch_partial(senders[i + 1], row)
-            bars[3 + (done + i) % 2].wait(((done + i) // 2) % 2)
+            bars[2 + (done + i) % 2].wait((done + i) // 2)
             acc = acc + p_smem[(done + i) % 2][...]
         c_smem[...] = acc.astype(out_ref.dtype)
         sd.async_store(c_smem, out_ref.at[row:row + chunk, col:col + BLOCK_N])
         sd.async_store_wait()
+
+    stream_chunks(
+        [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)],
+        k // BLOCK_K, bars, fetch,
+        lambda step, acc, stage, k_tile: sd.wgmma(acc, a_smem[stage], b_smem[stage]),
+        finish, lambda: sd.zeros((chunk, BLOCK_N), F32))
     for peer in range(devices):  # done reading every device's `partials`
         sems[devices * ctas].signal(peer)
     sems[devices * ctas].wait(devices)
@@ -261,13 +328,13 @@ def matmul_reduce_scatter(a_ref, b_ref, out_ref, bars, a_smem, b_smem, p_smem, c
 def _fp8_plan(a: jax.ShapeDtypeStruct, bt: jax.ShapeDtypeStruct, devices: int
               ) -> CollectiveSchedule:
     m, k = a.shape
-    if k % SCALE_BLOCK or bt.shape[1] != k:
-        raise ValueError(f"fp8_all_gather_matmul needs A [m, K] and B^T [N, K] with K a "
-                         f"multiple of {SCALE_BLOCK}; got {a.shape} and {bt.shape}")
-    _check(m, k, bt.shape[0], "fp8_all_gather_matmul")
+    if bt.shape[1] != k:
+        raise ValueError(f"fp8_all_gather_matmul needs A [m, K] and B^T [N, K]; got {a.shape} "
+                         f"and {bt.shape}")
+    _check(m, k, bt.shape[0], SCALE_BLOCK, "fp8_all_gather_matmul")
     return schedule("all_gather_matmul", m, bt.shape[0], k, devices, a.dtype,
-                    lambda chunk: 2 * chunk * k + k * BLOCK_N + chunk * BLOCK_N * 2,
-                    accumulators=2 if k > SCALE_BLOCK else 1)
+                    lambda chunk: 2 * (chunk + BLOCK_N) * SCALE_BLOCK + chunk * BLOCK_N * 2,
+                    accumulators=2)
 
 
 @sd.kernel(
@@ -276,10 +343,9 @@ def _fp8_plan(a: jax.ShapeDtypeStruct, bt: jax.ShapeDtypeStruct, devices: int
         (devices * a.shape[0], bt.shape[0]), jnp.bfloat16),
     mesh_axis=AXIS,
     smem=lambda a, a_scale, bt, bt_scale, devices: [
-        sd.Barriers(3),
-        sd.SMEM((2 * (a.shape[1] // SCALE_BLOCK), _fp8_plan(a, bt, devices).chunk_rows,
-                 SCALE_BLOCK), E4M3),  # A chunks, one ref per K block and slot
-        sd.SMEM((a.shape[1] // SCALE_BLOCK, BLOCK_N, SCALE_BLOCK), E4M3),  # B^T blocks
+        sd.Barriers(2),
+        sd.SMEM((2, _fp8_plan(a, bt, devices).chunk_rows, SCALE_BLOCK), E4M3),  # A tiles
+        sd.SMEM((2, BLOCK_N, SCALE_BLOCK), E4M3),  # B^T tiles (K-major)
         sd.SMEM((_fp8_plan(a, bt, devices).chunk_rows, BLOCK_N), jnp.bfloat16)],
     symmetric=lambda a, a_scale, bt, bt_scale, devices: [
         sd.Symmetric(a.shape, E4M3), sd.Symmetric(a_scale.shape, F32), sd.Semaphores(2)],
@@ -288,9 +354,10 @@ def fp8_all_gather_matmul(a_ref, a_scale_ref, bt_ref, bt_scale_ref, out_ref, bar
                           bt_smem, c_smem, staged, staged_scales, sems):
     """out[p * m + i, j] = sum over K blocks kb of (A_p[i, kb] . B[kb, j]) * sa_p[i, kb] *
     sb[j // 128, kb]: the all-gather matmul of e4m3 shards with their scales (A's per row
-    and 128 columns, B's per 128x128 block); each K block's f32 product is scaled and added
-    in registers. The shards travel as e4m3 by TMA, the scales (one f32 per 128 elements)
-    by loads from the peer's `staged_scales`."""
+    and 128 columns, B's per 128x128 block). Each K tile is one scale block: its f32 product
+    is scaled and added to the f32 total in registers (promotion every 128 K). The shards
+    travel as e4m3 by TMA, the scales (one f32 per 128 elements) by loads from the peer's
+    `staged_scales`."""
     m, k = a_ref.shape
     blocks = k // SCALE_BLOCK
     devices, me = sd.device_count(), sd.device_index()
@@ -300,52 +367,50 @@ def fp8_all_gather_matmul(a_ref, a_scale_ref, bt_ref, bt_scale_ref, out_ref, bar
     chunk = plan.chunk_rows
     cta = sd.program_id(0)
     row_of_b = cta * BLOCK_N
-    bars[2].arrive_expect_tx(blocks * bt_smem[0].nbytes)
-    for kb in range(blocks):
-        sd.async_copy(bt_ref.at[row_of_b:row_of_b + BLOCK_N, kb * SCALE_BLOCK:
-                                (kb + 1) * SCALE_BLOCK], bt_smem[kb], bars[2])
 
     @sd.when(cta == 0)
     def _():
-        for row in range(0, m, 64):
-            staged[row:row + 64, :] = a_ref[row:row + 64, :]
-        staged_scales[...] = a_scale_ref[...]
+        stage_shard(a_ref, staged, SCALE_BLOCK)
+        for row in range(0, m, STAGE_ROWS):
+            staged_scales[row:row + STAGE_ROWS, :] = a_scale_ref[row:row + STAGE_ROWS, :]
         for peer in range(devices):
             sems[0].signal(peer, ctas)
 
-    steps = [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)]
+    def source_of(offset: int, ref: object, staged_ref: object) -> object:
+        return ref if offset == 0 else sd.remote_ref(staged_ref, (me + offset) % devices)
 
-    def fetch(t: int) -> None:
-        offset, row = steps[t]
-        source = a_ref if offset == 0 else sd.remote_ref(staged, (me + offset) % devices)
-        slot = t % 2
-        bars[slot].arrive_expect_tx(blocks * a_smem[0].nbytes)
-        for kb in range(blocks):
-            sd.async_copy(source.at[row:row + chunk, kb * SCALE_BLOCK:(kb + 1) * SCALE_BLOCK],
-                          a_smem[slot * blocks + kb], bars[slot])
+    def fetch(step: Step, stage: int, k_tile: object) -> None:
+        offset, row = step
+        k0 = k_tile * SCALE_BLOCK
+        bars[stage].arrive_expect_tx(a_smem[stage].nbytes + bt_smem[stage].nbytes)
+        sd.async_copy(source_of(offset, a_ref, staged).at[row:row + chunk, k0:k0 + SCALE_BLOCK],
+                      a_smem[stage], bars[stage])
+        sd.async_copy(bt_ref.at[row_of_b:row_of_b + BLOCK_N, k0:k0 + SCALE_BLOCK],
+                      bt_smem[stage], bars[stage])
 
-    fetch(0)
-    bars[2].wait(0)
-    staged_everywhere = False
-    for t, (offset, row) in enumerate(steps):
-        if t + 1 < len(steps):
-            if steps[t + 1][0] != 0 and not staged_everywhere:
-                sems[0].wait(devices)
-                staged_everywhere = True
-            fetch(t + 1)
-        scales = a_scale_ref if offset == 0 else sd.remote_ref(staged_scales,
-                                                               (me + offset) % devices)
-        bars[t % 2].wait((t // 2) % 2)
-        total = sd.zeros((chunk, BLOCK_N), F32)
-        for kb in range(blocks):
-            part = sd.wgmma(sd.zeros((chunk, BLOCK_N), F32), a_smem[(t % 2) * blocks + kb],
-                            bt_smem[kb].T)
-            block_scale = bt_scale_ref[cta:cta + 1, kb:kb + 1].broadcast_to((chunk, BLOCK_N))
-            total = total + part * scales[row:row + chunk, kb][:, None] * block_scale
+    def finish(step: Step, total: object) -> None:
+        offset, row = step
         c_smem[...] = total.astype(out_ref.dtype)
         first = (me + offset) % devices * m + row
         sd.async_store(c_smem, out_ref.at[first:first + chunk, row_of_b:row_of_b + BLOCK_N])
         sd.async_store_wait()
+
+    def multiply(step: Step, total: object, stage: int, k_tile: object) -> object:
+        """total + this K tile's product, scaled: the rows' scales come from where the
+        chunk's A does."""
+        offset, row = step
+        scales = source_of(offset, a_scale_ref, staged_scales)
+        part = sd.wgmma(sd.zeros((chunk, BLOCK_N), F32), a_smem[stage], bt_smem[stage].T)
+        block_scale = bt_scale_ref[cta:cta + 1, k_tile:k_tile + 1].broadcast_to(
+            (chunk, BLOCK_N))
+        return total + part * scales[row:row + chunk, k_tile][:, None] * block_scale
+
+    steps = [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)]
+    first_remote = next((step for step in steps if step[0] != 0), None)
+    stream_chunks(steps, blocks, bars, fetch, multiply, finish,
+                  lambda: sd.zeros((chunk, BLOCK_N), F32),
+                  early=lambda step: step != first_remote,
+                  prepare=lambda step: sems[0].wait(devices))
     for peer in range(devices):
         sems[1].signal(peer)
 
@@ -390,7 +455,7 @@ def main(devices: int = 4) -> None:
         return jax.jit(jax.shard_map(kernel, mesh=mesh, in_specs=in_specs, out_specs=out_spec))
 
     rng = np.random.default_rng(0)
-    m, k, n = 128, 128, 128
+    m, k, n = 128, 256, 256  # per device: 2 CTAs, 4 K tiles per chunk
     a = jnp.asarray(rng.standard_normal((devices * m, k), F32), jnp.bfloat16)
     b = jnp.asarray(rng.standard_normal((k, devices * n), F32), jnp.bfloat16)
     out = sharded(all_gather_matmul, (P(AXIS), P(None, AXIS)), P(None, AXIS))(a, b)
@@ -401,7 +466,7 @@ def main(devices: int = 4) -> None:
     out = sharded(matmul_reduce_scatter, (P(None, AXIS), P(AXIS)), P(AXIS))(x, w)
     _close(out, jnp.dot(x, w, preferred_element_type=F32), "matmul_reduce_scatter")
 
-    k8 = 2 * SCALE_BLOCK
+    k8 = 2 * SCALE_BLOCK  # two scale blocks: two K tiles per chunk
     a8, a_scale = quantize_rows(rng.standard_normal((devices * m, k8), F32))
     bt8, bt_scale = quantize_blocks(rng.standard_normal((devices * n, k8), F32))
     out = sharded(fp8_all_gather_matmul, (P(AXIS),) * 4, P(None, AXIS))(
