@@ -4,7 +4,7 @@ and the naive order, as markdown.
 
     python benchmarks/collective_schedule.py [--constants]
 
-Sizes: the examples' (per device m = n = k = 128, one CTA) and a realistic one (per device
+Sizes: the examples' (per device m = 128, n = k = 256, two CTAs) and a realistic one (per device
 m = 1024 rows, n = k = 4096, a persistent kernel on all 132 SMs). These are predictions on
 an H100 SXM (smalti/schedule/hardware.py), not measurements: no GPU was lent to measure them.
 """
@@ -21,7 +21,7 @@ from smalti.schedule.hardware import SOURCES
 
 DTYPES = ("bf16", "f8E4M3FN")
 DEVICES = (2, 4, 8)
-SIZES = (("examples", dict(m=128, n=128, k=128, ctas=1)),
+SIZES = (("examples", dict(m=128, n=256, k=256, ctas=2)),
          ("realistic", dict(m=1024, n=4096, k=4096, ctas=132)))
 
 

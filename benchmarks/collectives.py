@@ -5,8 +5,9 @@ quality from ptxas, and the time one simulated launch over N devices takes on th
 
 Per example and device count: ptxas registers, spills and stack (sm_90a, the shapes
 examples/collectives.py runs: all-gather of 16x128 f32 shards, reduce-scatter of
-(8N)x128 f32, all-reduce of 64x128 f32 and bf16; the collective matmuls at 128 rows, K and
-N per device, K 256 for FP8), the SASS instructions, and the median
+(8N)x128 f32, all-reduce of 64x128 f32 and bf16; the collective matmuls as
+examples/collective_matmul.py runs them: 128 rows, K 256 and N 256 per device, two CTAs), the
+SASS instructions, and the median
 wall time of `run_simulated_devices` over N devices. No peer is measured: neither Mosaic
 GPU's nor Triton-distributed's collective kernels compile or run on a CPU-only machine.
 """
@@ -40,11 +41,11 @@ def cases(devices: int) -> list[tuple[str, object, tuple[S, ...]]]:
             ("all_reduce f32", examples.all_reduce, (S((64, 128), f32),)),
             ("all_reduce bf16", examples.all_reduce, (S((64, 128), bf16),)),
             ("all_gather_matmul bf16", matmuls.all_gather_matmul,
-             (S((128, 128), bf16), S((128, 128), bf16))),
+             (S((128, 256), bf16), S((256, 256), bf16))),
             ("matmul_reduce_scatter bf16", matmuls.matmul_reduce_scatter,
-             (S((devices * 128, 128), bf16), S((128, 128), bf16))),
+             (S((devices * 128, 256), bf16), S((256, 256), bf16))),
             ("fp8_all_gather_matmul e4m3", matmuls.fp8_all_gather_matmul,
-             (S((128, 256), e4m3), S((128, 2), f32), S((128, 256), e4m3), S((1, 2), f32)))]
+             (S((128, 256), e4m3), S((128, 2), f32), S((256, 256), e4m3), S((2, 2), f32)))]
 
 
 def measure(kernel: object, specs: tuple[S, ...], devices: int, repeats: int
