@@ -146,6 +146,49 @@ def stage_shard(source: object, staged: object, k_tile: int) -> None:
     sd.fori(0, rows // STAGE_ROWS * tiles, piece)
 
 
+def gather_walk(plan: CollectiveSchedule, out_ref: object, c_smem: object, sems: object,
+                bars: object, k_tiles: int, stage: Callable[[], None],
+                fetch: Callable[[Step, int, object], None],
+                multiply: Callable[[Step, object, int, object], object]) -> None:
+    """The all-gather side of a collective matmul, for one CTA of BLOCK_N output columns:
+    block 0 of each device runs `stage()` (its shard into the symmetric heap) and signals
+    every device (sems[0], once per CTA there); the CTA multiplies every source's rows in the
+    schedule's order, its own first (read from its inputs, while the peers stage theirs),
+    waiting for the peers' staging only before its first chunk from a peer; each chunk's
+    result goes to its rows of `out_ref` through `c_smem`. Then it tells every device it is
+    done reading (sems[1]), and block 0 waits until nobody reads its staged shard."""
+    devices, me = sd.device_count(), sd.device_index()
+    m, chunk = out_ref.shape[0] // devices, plan.chunk_rows
+    ctas = out_ref.shape[1] // BLOCK_N
+    col = sd.program_id(0) * BLOCK_N
+
+    @sd.when(sd.program_id(0) == 0)
+    def _():
+        stage()
+        for peer in range(devices):
+            sems[0].signal(peer, ctas)  # one for each CTA of the peer
+
+    def finish(step: Step, acc: object) -> None:
+        offset, row = step
+        c_smem[...] = acc.astype(out_ref.dtype)
+        first = (me + offset) % devices * m + row
+        sd.async_store(c_smem, out_ref.at[first:first + chunk, col:col + BLOCK_N])
+        sd.async_store_wait()
+
+    steps = [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)]
+    first_remote = next((step for step in steps if step[0] != 0), None)
+    stream_chunks(steps, k_tiles, bars, fetch, multiply, finish,
+                  lambda: sd.zeros((chunk, BLOCK_N), F32),
+                  early=lambda step: step != first_remote,  # it waits for every shard
+                  prepare=lambda step: sems[0].wait(devices))
+    for peer in range(devices):  # done reading every device's staged shard
+        sems[1].signal(peer)
+
+    @sd.when(sd.program_id(0) == 0)
+    def _():
+        sems[1].wait(devices * ctas)  # no device reads this one's staged shard any more
+
+
 def _gather_plan(a: jax.ShapeDtypeStruct, b: jax.ShapeDtypeStruct, devices: int
                  ) -> CollectiveSchedule:
     m, k = a.shape
@@ -168,24 +211,15 @@ def _gather_plan(a: jax.ShapeDtypeStruct, b: jax.ShapeDtypeStruct, devices: int
     symmetric=lambda a, b, devices: [sd.Symmetric(a.shape, a.dtype), sd.Semaphores(2)],
 )
 def all_gather_matmul(a_ref, b_ref, out_ref, bars, a_smem, b_smem, c_smem, staged, sems):
-    """out[p * m + i] = (A of device p)[i] @ B. Block 0 of every device stages its shard in
-    the symmetric `staged` and signals every device. Each CTA walks the sources in the
-    schedule's order, its own shard first (read from `a_ref`, while the peers stage theirs),
-    chunk by chunk, K tile by K tile; TMA fetches the next tile, and across a chunk's end
-    the next chunk's first, from the peer that holds it, while wgmma works."""
-    m, k = a_ref.shape
+    """out[p * m + i] = (A of device p)[i] @ B (`gather_walk`): TMA fetches the next K tile,
+    and across a chunk's end the next chunk's first, from the peer that holds it, while
+    wgmma works."""
+    k = a_ref.shape[1]
     devices, me = sd.device_count(), sd.device_index()
-    ctas = out_ref.shape[1] // BLOCK_N
     plan = _gather_plan(a_ref, b_ref, devices)
     sd.record_schedule(plan)
     chunk = plan.chunk_rows
     col = sd.program_id(0) * BLOCK_N
-
-    @sd.when(sd.program_id(0) == 0)
-    def _():
-        stage_shard(a_ref, staged, BLOCK_K)
-        for peer in range(devices):
-            sems[0].signal(peer, ctas)  # one for each CTA of the peer
 
     def fetch(step: Step, stage: int, k_tile: object) -> None:
         offset, row = step
@@ -195,27 +229,9 @@ def all_gather_matmul(a_ref, b_ref, out_ref, bars, a_smem, b_smem, c_smem, stage
         sd.async_copy(source.at[row:row + chunk, k0:k0 + BLOCK_K], a_smem[stage], bars[stage])
         sd.async_copy(b_ref.at[k0:k0 + BLOCK_K, col:col + BLOCK_N], b_smem[stage], bars[stage])
 
-    def finish(step: Step, acc: object) -> None:
-        offset, row = step
-        c_smem[...] = acc.astype(out_ref.dtype)
-        first = (me + offset) % devices * m + row
-        sd.async_store(c_smem, out_ref.at[first:first + chunk, col:col + BLOCK_N])
-        sd.async_store_wait()
-
-    steps = [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)]
-    first_remote = next((step for step in steps if step[0] != 0), None)
-    stream_chunks(
-        steps, k // BLOCK_K, bars, fetch,
-        lambda step, acc, stage, k_tile: sd.wgmma(acc, a_smem[stage], b_smem[stage]),
-        finish, lambda: sd.zeros((chunk, BLOCK_N), F32),
-        early=lambda step: step != first_remote,  # the first chunk from a peer waits for
-        prepare=lambda step: sems[0].wait(devices))  # every device's shard to be staged
-    for peer in range(devices):  # done reading every device's `staged`
-        sems[1].signal(peer)
-
-    @sd.when(sd.program_id(0) == 0)
-    def _():
-        sems[1].wait(devices * ctas)  # no device reads this one's `staged` any more
+    gather_walk(plan, out_ref, c_smem, sems, bars, k // BLOCK_K,
+                lambda: stage_shard(a_ref, staged, BLOCK_K), fetch,
+                lambda step, acc, stage, k_tile: sd.wgmma(acc, a_smem[stage], b_smem[stage]))
 
 
 def _scatter_plan(a: jax.ShapeDtypeStruct, b: jax.ShapeDtypeStruct, devices: int
@@ -359,22 +375,17 @@ def fp8_all_gather_matmul(a_ref, a_scale_ref, bt_ref, bt_scale_ref, out_ref, bar
     travel as e4m3 by TMA, the scales (one f32 per 128 elements) by loads from the peer's
     `staged_scales`."""
     m, k = a_ref.shape
-    blocks = k // SCALE_BLOCK
     devices, me = sd.device_count(), sd.device_index()
-    ctas = out_ref.shape[1] // BLOCK_N
     plan = _fp8_plan(a_ref, bt_ref, devices)
     sd.record_schedule(plan)
     chunk = plan.chunk_rows
     cta = sd.program_id(0)
     row_of_b = cta * BLOCK_N
 
-    @sd.when(cta == 0)
-    def _():
+    def stage() -> None:
         stage_shard(a_ref, staged, SCALE_BLOCK)
         for row in range(0, m, STAGE_ROWS):
             staged_scales[row:row + STAGE_ROWS, :] = a_scale_ref[row:row + STAGE_ROWS, :]
-        for peer in range(devices):
-            sems[0].signal(peer, ctas)
 
     def source_of(offset: int, ref: object, staged_ref: object) -> object:
         return ref if offset == 0 else sd.remote_ref(staged_ref, (me + offset) % devices)
@@ -388,13 +399,6 @@ def fp8_all_gather_matmul(a_ref, a_scale_ref, bt_ref, bt_scale_ref, out_ref, bar
         sd.async_copy(bt_ref.at[row_of_b:row_of_b + BLOCK_N, k0:k0 + SCALE_BLOCK],
                       bt_smem[stage], bars[stage])
 
-    def finish(step: Step, total: object) -> None:
-        offset, row = step
-        c_smem[...] = total.astype(out_ref.dtype)
-        first = (me + offset) % devices * m + row
-        sd.async_store(c_smem, out_ref.at[first:first + chunk, row_of_b:row_of_b + BLOCK_N])
-        sd.async_store_wait()
-
     def multiply(step: Step, total: object, stage: int, k_tile: object) -> object:
         """total + this K tile's product, scaled: the rows' scales come from where the
         chunk's A does."""
@@ -405,18 +409,7 @@ def fp8_all_gather_matmul(a_ref, a_scale_ref, bt_ref, bt_scale_ref, out_ref, bar
             (chunk, BLOCK_N))
         return total + part * scales[row:row + chunk, k_tile][:, None] * block_scale
 
-    steps = [(offset, row) for offset in plan.source_offsets for row in range(0, m, chunk)]
-    first_remote = next((step for step in steps if step[0] != 0), None)
-    stream_chunks(steps, blocks, bars, fetch, multiply, finish,
-                  lambda: sd.zeros((chunk, BLOCK_N), F32),
-                  early=lambda step: step != first_remote,
-                  prepare=lambda step: sems[0].wait(devices))
-    for peer in range(devices):
-        sems[1].signal(peer)
-
-    @sd.when(cta == 0)
-    def _():
-        sems[1].wait(devices * ctas)
+    gather_walk(plan, out_ref, c_smem, sems, bars, k // SCALE_BLOCK, stage, fetch, multiply)
 
 
 def quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
