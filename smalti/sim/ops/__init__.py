@@ -23,6 +23,7 @@ from smalti.sim.ops import (  # noqa: F401
     memory,
     multimem,
     setmaxnreg,
+    tcgen05,
     tensormap,
     tma,
     warp,
