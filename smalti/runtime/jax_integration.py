@@ -20,7 +20,8 @@ A collective kernel (called inside `jax.shard_map` over its mesh axis) takes one
 operand on both paths, last: its device's position (`device_position`, i32[2]). On CPU the
 per-device calls meet and run as one simulated launch; on CUDA the launcher's calls meet,
 make the group's symmetric heap at its first launch, and launch on every device (the
-`collective` attribute says how many devices, heap bytes and whether it uses multimem).
+`collective` attribute says how many devices, heap bytes and whether it uses multimem);
+across processes the heap comes from NVSHMEM, bootstrapped by `smalti.runtime.distributed`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from smalti.dialect.kernel import KernelSignature, TensorMapRecord
+from smalti.runtime import distributed
 from smalti.runtime.cache import CompiledKernel, cache_directory
 from smalti.runtime.cpu_target import TARGET_NAME as CPU_TARGET_NAME
 from smalti.runtime.cpu_target import cpu_attributes, register_cpu_target
@@ -94,6 +96,8 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
                                                            collective.devices),)
 
     def on_cpu(*inputs: object) -> tuple:
+        if collective is not None:  # refused when its devices are in several processes
+            distributed.check_cpu_collective(compiled.name, collective)
         register_cpu_target()
         call = jax.ffi.ffi_call(CPU_TARGET_NAME, structs, has_side_effect=prints,
                                 vmap_method="sequential")
@@ -106,6 +110,8 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
                                "SMALTI_PTXAS)")
         if cuda_backend_present():
             register(cache_directory())
+            if collective is not None:  # across processes: NVSHMEM is bootstrapped first
+                distributed.prepare_collective(compiled.name, collective)
         results = cuda_results(compiled.signature, structs)
         # The per-device calls of a collective kernel meet in the launcher: never merge or
         # drop one (has_side_effect), as XLA may for a pure call.

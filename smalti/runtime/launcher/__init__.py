@@ -5,8 +5,10 @@ registered as an XLA FFI target for CUDA.
 `driver.cc` opens the CUDA driver ($SMALTI_LIBCUDA, default `libcuda.so.1`), `core.cc` makes
 every driver call of a launch, and `launcher.cc` is the XLA FFI handler that feeds it. For
 collective kernels, `group.cc` makes the per-device calls of a group meet and
-`symmetric_heap.cc` makes the group's symmetric heap, peer tables and multicast object.
-`launch_core` drives the core directly through ctypes, as tests do against a stand-in driver.
+`symmetric_heap.cc` makes the group's symmetric heap, peer tables and multicast object; across
+processes, `nvshmem.cc` takes the heap from NVSHMEM once `nvshmem_initialize` has run
+(smalti.runtime.distributed bootstraps it). `launch_core` drives the core directly through
+ctypes, as tests do against a stand-in driver.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ LAUNCH_SIZE = 10  # grid x,y,z, block x,y,z, cluster x,y,z, dynamic shared bytes
 COLLECTIVE_SIZE = 3  # devices along the mesh axis, symmetric heap bytes, multimem (0 or 1)
 # How long a collective launch waits for the rest of its group, in seconds (default 120).
 TIMEOUT_VARIABLE = "SMALTI_COLLECTIVE_TIMEOUT"
+# The NVSHMEM host library to open, overriding the path Python passes (tests: a stand-in).
+LIBNVSHMEM_VARIABLE = "SMALTI_LIBNVSHMEM"
+NVSHMEM_UNIQUE_ID_BYTES = 128  # sizeof(nvshmemx_uniqueid_t)
 
 # LaunchStatus of core.h.
 STATUS_OK, STATUS_INVALID_ARGUMENT, STATUS_DRIVER_ERROR, STATUS_NO_DRIVER = 0, 1, 2, 3
@@ -131,6 +136,17 @@ def load(directory: Path) -> ctypes.CDLL:
     ]
     library.smalti_launcher_reset.restype = None
     library.smalti_launcher_reset.argtypes = []
+    library.smalti_nvshmem_unique_id.restype = ctypes.c_int
+    library.smalti_nvshmem_unique_id.argtypes = [
+        ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    library.smalti_nvshmem_initialize.restype = ctypes.c_int
+    library.smalti_nvshmem_initialize.argtypes = [
+        ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+        ctypes.c_char_p, ctypes.c_size_t]
+    library.smalti_nvshmem_active.restype = ctypes.c_int
+    library.smalti_nvshmem_active.argtypes = []
+    library.smalti_nvshmem_finalize.restype = None
+    library.smalti_nvshmem_finalize.argtypes = []
     return library
 
 
@@ -175,6 +191,50 @@ def launch_core(library: ctypes.CDLL, attributes: Mapping[str, object], buffers:
 
 
 def reset(library: ctypes.CDLL) -> None:
-    """Forget the loaded driver, its modules and symmetric heaps (freed through it): the next
-    launch opens $SMALTI_LIBCUDA again."""
+    """Forget the loaded driver, its modules and symmetric heaps (freed through it), and
+    finalise NVSHMEM if this process initialised it (collective): the next launch opens
+    $SMALTI_LIBCUDA again."""
     library.smalti_launcher_reset()
+
+
+# ---------------------------------------------------------------------------------------
+# NVSHMEM across processes (nvshmem.h). `path` is the host library to open unless
+# $SMALTI_LIBNVSHMEM names another (None: libnvshmem_host.so.3 on the loader's path).
+
+
+def _nvshmem_error(status: int, message: ctypes.Array) -> LaunchError:
+    return LaunchError(message.value.decode(errors="replace"), status=status, call="",
+                       cuda_error=0)
+
+
+def nvshmem_unique_id(library: ctypes.CDLL, path: str | None) -> bytes:
+    """A fresh NVSHMEM unique id (nvshmemx_get_uniqueid): the bytes every process of the job
+    initialises with."""
+    unique = ctypes.create_string_buffer(NVSHMEM_UNIQUE_ID_BYTES)
+    message = ctypes.create_string_buffer(_TEXT_CAPACITY)
+    status = library.smalti_nvshmem_unique_id(path.encode() if path else None, unique,
+                                              NVSHMEM_UNIQUE_ID_BYTES, message, _TEXT_CAPACITY)
+    if status != STATUS_OK:
+        raise _nvshmem_error(status, message)
+    return unique.raw
+
+
+def nvshmem_initialize(library: ctypes.CDLL, path: str | None, unique_id: bytes, rank: int,
+                       ranks: int) -> None:
+    """Initialise NVSHMEM in this process as PE `rank` of `ranks` (collective: every process
+    calls it with the same id); collective launches then take their heap from NVSHMEM."""
+    message = ctypes.create_string_buffer(_TEXT_CAPACITY)
+    status = library.smalti_nvshmem_initialize(path.encode() if path else None, unique_id,
+                                               len(unique_id), rank, ranks, message,
+                                               _TEXT_CAPACITY)
+    if status != STATUS_OK:
+        raise _nvshmem_error(status, message)
+
+
+def nvshmem_active(library: ctypes.CDLL) -> bool:
+    return bool(library.smalti_nvshmem_active())
+
+
+def nvshmem_finalize(library: ctypes.CDLL) -> None:
+    """Free the NVSHMEM heaps and finalise NVSHMEM (collective; nothing when not active)."""
+    library.smalti_nvshmem_finalize()

@@ -3,6 +3,7 @@
 #include "core.h"
 
 #include "group.h"
+#include "nvshmem.h"
 #include "symmetric_heap.h"
 
 #include <algorithm>
@@ -247,12 +248,18 @@ LaunchResult JoinGroup(const std::shared_ptr<const Driver>& shared, CUcontext co
     return DriverFailure(driver, result, "cuCtxGetDevice", "for the stream of " + kernel);
   }
   const CollectiveRequest& collective = request.collective;
+  *rank = position[0];
+  // Across processes (NVSHMEM initialised, one GPU per process) no local meeting: the heap is
+  // NVSHMEM's. A group of one device has no peers and meets itself alone.
+  if (collective.devices > 1 && NvshmemActive()) {
+    return GetNvshmemHeap(shared, me, position[1], collective.devices,
+                          collective.symmetric_bytes, collective.multimem, "the " + kernel, heap);
+  }
   GroupWork work = [&](const std::vector<GroupMember>& members,
                        std::shared_ptr<const SymmetricHeap>* made) {
     return GetSymmetricHeap(shared, members, collective.symmetric_bytes, collective.multimem,
                             "the " + kernel, made);
   };
-  *rank = position[0];
   return Meet(std::string(request.kernel), position[1], collective.devices, me,
               CollectiveTimeout(), work, heap);
 }
@@ -369,6 +376,7 @@ void ResetLauncher() {
     cache.clear();
   }
   ReleaseSymmetricHeaps();
+  FinalizeNvshmem();  // collective when NVSHMEM is active: every process resets together
   ForgetDriver();
 }
 

@@ -16,10 +16,12 @@
 // host wait for the stream's earlier work, on every launch: the price of learning the rank
 // without a GPU-side rendezvous), learns its CUDA ordinal (cuCtxGetDevice), and meets the
 // other calls of its group (group.h); the group's symmetric heap is made at its first launch
-// (symmetric_heap.h). Its tensor maps over symmetric buffers are encoded once per device of
-// the group, and three more `.u64` parameters follow the debug buffer's pointer: the rank
-// buffer's address (its element 0 is the index along the axis), this device's peer table,
-// and the heap's multicast address (0 without multimem).
+// (symmetric_heap.h). In a process that initialised NVSHMEM (nvshmem.h: a mesh axis across
+// processes, one GPU each) the call meets no one locally and takes its heap from NVSHMEM.
+// Its tensor maps over symmetric buffers are encoded once per device of the group, and three
+// more `.u64` parameters follow the debug buffer's pointer: the rank buffer's address (its
+// element 0 is the index along the axis), this device's peer table, and the heap's multicast
+// address (0 without multimem).
 
 #ifndef SMALTI_RUNTIME_LAUNCHER_CORE_H_
 #define SMALTI_RUNTIME_LAUNCHER_CORE_H_
@@ -71,7 +73,7 @@ struct LaunchRequest {
 LaunchResult Launch(const LaunchRequest& request);
 
 // Forgets the loaded driver, every module loaded through it and every symmetric heap made
-// with it (tests swap the driver).
+// with it (tests swap the driver); finalises NVSHMEM when it was initialised (collective).
 void ResetLauncher();
 
 }  // namespace smalti::launcher
