@@ -37,6 +37,7 @@ from smalti.runtime.cache import CompiledKernel, ptxas_available
 from smalti.runtime.launcher import LaunchError
 from smalti.runtime.simulate import NUMPY_DTYPES
 from tests.dsl_helpers import load_example
+from tests.gpu.conftest import gpu_devices
 from tests.launcher import fake_driver, fake_nvshmem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +95,8 @@ def run_job(processes: int, libnvshmem: Path, cache: Path, tmp_path: Path, *,
                if not key.startswith(("XLA_FLAGS", "SMALTI_FAKE", "JAX_"))}
         env.update(JAX_PLATFORMS="cpu", SMALTI_CACHE_DIR=str(cache),
                    SMALTI_LIBNVSHMEM=str(libnvshmem),
-                   SMALTI_FAKE_NVSHMEM_LOG=str(tmp_path / f"nvshmem-{process}.jsonl"))
+                   SMALTI_FAKE_NVSHMEM_LOG=str(tmp_path / f"nvshmem-{process}.jsonl"),
+                   NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME="lo")  # the processes share this host
         command = [sys.executable, "-m", "tests.launcher.distributed_worker", str(port),
                    str(processes), str(process), *([mode] if mode else [])]
         children.append(subprocess.Popen(command, cwd=ROOT, env=env, text=True,
@@ -153,11 +155,12 @@ def test_four_processes_bootstrap_with_one_id(libnvshmem, library, cache, tmp_pa
     check_bootstrap(run_job(4, libnvshmem, cache, tmp_path), 4)
 
 
-@pytest.mark.skipif(distributed.library_path() == distributed.LIBRARY_NAME,
-                    reason="the nvidia-nvshmem-cu13 wheel is not installed")
+@pytest.mark.skipif(not gpu_devices() or distributed.library_path() == distributed.LIBRARY_NAME,
+                    reason="NVSHMEM's host library initialises CUDA: it needs a GPU and the "
+                           "nvidia-nvshmem-cu13 wheel (pip install -e '.[distributed]')")
 def test_nvshmems_own_library_bootstraps_two_processes(library, cache, tmp_path):
     """The ABI declared in launcher/nvshmem.cc against NVSHMEM's real host library: its unique
-    id and initialisation as rank 0 and 1 (no GPU needed until the first allocation)."""
+    id and initialisation as rank 0 and 1 (on this machine, over the loopback interface)."""
     job = run_job(2, Path(distributed.library_path()), cache, tmp_path, mode="real")
     assert [(r["process"], r["active"]) for r in job.reports] == [(0, True), (1, True)]
 
