@@ -13,9 +13,8 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +27,6 @@ from smalti.runtime import jax_integration, launcher
 from smalti.runtime.cache import CompiledKernel, ptxas_available
 from smalti.runtime.launcher import LaunchError
 from smalti.runtime.simulate import NUMPY_DTYPES
-from tests.dsl_helpers import load_example
 from tests.launcher import fake_driver
 
 pytestmark = pytest.mark.skipif(not ptxas_available(),
@@ -45,56 +43,8 @@ def ordinals(devices: int) -> list[int]:
     return [(3 * rank + 1) % fake_driver.FAKE_DEVICES for rank in range(devices)]
 
 
-# kernel name -> (examples/collectives.py kernel, its per-device input spec for `devices`)
-EXAMPLES = {
-    "all_gather": lambda devices: S((16, 128), jnp.float32),
-    "all_reduce": lambda devices: S((devices * 8, 128), jnp.float32),  # multimem
-}
-
-
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory) -> Callable[[str, int], CompiledKernel]:
-    """(kernel, devices) -> the example compiled for that many devices (with its cubin)."""
-    kernels: dict[tuple[str, int], CompiledKernel] = {}
-    collectives = load_example("collectives")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SMALTI_CACHE_DIR", str(tmp_path_factory.mktemp("smalti-cache")))
-
-        def get(name: str, devices: int) -> CompiledKernel:
-            if (name, devices) not in kernels:
-                kernel = getattr(collectives, name)
-                _, kernels[name, devices] = kernel.compile(EXAMPLES[name](devices),
-                                                           devices=devices)
-                assert kernels[name, devices].cubin is not None
-            return kernels[name, devices]
-
-        yield get
-
-
-@pytest.fixture(scope="module")
-def library(tmp_path_factory) -> ctypes.CDLL:
-    return launcher.load(tmp_path_factory.mktemp("launcher"))
-
-
-@pytest.fixture(scope="module")
-def libcuda(tmp_path_factory) -> Path:
-    return fake_driver.build(tmp_path_factory.mktemp("libcuda"))
-
-
-@dataclass(frozen=True)
-class Driver:
-    log: Path
-
-    def calls(self, name: str | None = None) -> list[dict]:
-        calls = fake_driver.read_calls(self.log)
-        return calls if name is None else [c for c in calls if c["call"] == name]
-
-    def clear(self) -> None:
-        self.log.unlink(missing_ok=True)
-
-
 @pytest.fixture
-def driver(library, libcuda, tmp_path, monkeypatch) -> Driver:
+def driver(library, libcuda, tmp_path, monkeypatch) -> fake_driver.CallLog:
     """A fresh stand-in recording into this test's log (heaps of earlier tests released)."""
     monkeypatch.setenv(launcher.LIBCUDA_VARIABLE, str(libcuda))
     monkeypatch.setenv(fake_driver.LOG_VARIABLE, str(tmp_path / "calls.jsonl"))
@@ -103,7 +53,7 @@ def driver(library, libcuda, tmp_path, monkeypatch) -> Driver:
                      fake_driver.NO_VMM_VARIABLE, launcher.TIMEOUT_VARIABLE):
         monkeypatch.delenv(variable, raising=False)
     launcher.reset(library)
-    yield Driver(tmp_path / "calls.jsonl")
+    yield fake_driver.CallLog(tmp_path / "calls.jsonl")
     launcher.reset(library)
 
 
@@ -232,10 +182,10 @@ def check_group_launch(calls: list[dict], signature: KernelSignature, members: l
 
 
 @pytest.mark.parametrize("devices", DEVICE_COUNTS)
-@pytest.mark.parametrize("name", list(EXAMPLES))
-def test_a_group_makes_its_heap_once_and_launches_with_the_peer_table(name, devices, compiled,
+@pytest.mark.parametrize("name", ["all_gather", "all_reduce"])  # all_reduce: multimem
+def test_a_group_makes_its_heap_once_and_launches_with_the_peer_table(name, devices, collective_example,
                                                                       library, driver):
-    kernel = compiled(name, devices)
+    kernel = collective_example(name, devices)
     signature = kernel.signature
     spec = signature.collective
     assert spec.devices == devices and spec.multimem == (name == "all_reduce")
@@ -289,10 +239,10 @@ def test_a_group_makes_its_heap_once_and_launches_with_the_peer_table(name, devi
     assert len([c for c in driver.calls("cuMemFree_v2") if c["result"] == 0]) == devices
 
 
-def test_groups_of_two_axes_get_heaps_of_their_own(compiled, library, driver):
+def test_groups_of_two_axes_get_heaps_of_their_own(collective_example, library, driver):
     """Two groups of 2 (group indices 0 and 1) on disjoint devices launch at once; each meets
     its own members and gets its own heap."""
-    kernel = compiled("all_gather", 2)
+    kernel = collective_example("all_gather", 2)
     attributes = jax_integration.ffi_attributes(kernel)
     keep: list = []
     first = group(kernel.signature, 2, keep, group_index=0)
@@ -308,9 +258,9 @@ def test_groups_of_two_axes_get_heaps_of_their_own(compiled, library, driver):
         assert held.tolist() == [heap.bases[m.ordinal] for m in members]
 
 
-def test_a_device_that_never_arrives_times_out_naming_it(compiled, library, driver,
+def test_a_device_that_never_arrives_times_out_naming_it(collective_example, library, driver,
                                                          monkeypatch):
-    kernel = compiled("all_gather", 4)
+    kernel = collective_example("all_gather", 4)
     monkeypatch.setenv(launcher.TIMEOUT_VARIABLE, "1.5")
     keep: list = []
     members = group(kernel.signature, 4, keep)
@@ -334,9 +284,9 @@ def check_failed_everywhere(errors: list, call: str, code: int, text: str) -> No
         assert text in str(error) and "all_reduce" in str(error)
 
 
-def test_a_failing_multicast_create_is_reported_and_nothing_is_left(compiled, library, driver,
+def test_a_failing_multicast_create_is_reported_and_nothing_is_left(collective_example, library, driver,
                                                                     monkeypatch):
-    kernel = compiled("all_reduce", 4)
+    kernel = collective_example("all_reduce", 4)
     attributes = jax_integration.ffi_attributes(kernel)
     keep: list = []
     members = group(kernel.signature, 4, keep)
@@ -356,9 +306,9 @@ def test_a_failing_multicast_create_is_reported_and_nothing_is_left(compiled, li
     assert len(driver.calls("cuMulticastCreate")) == 1
 
 
-def test_a_device_without_multicast_or_peer_access_is_named(compiled, library, driver,
+def test_a_device_without_multicast_or_peer_access_is_named(collective_example, library, driver,
                                                             monkeypatch):
-    kernel = compiled("all_reduce", 2)
+    kernel = collective_example("all_reduce", 2)
     attributes = jax_integration.ffi_attributes(kernel)
     keep: list = []
     members = group(kernel.signature, 2, keep)
@@ -381,8 +331,8 @@ def test_a_device_without_multicast_or_peer_access_is_named(compiled, library, d
     assert driver.calls("cuMemCreate") == []
 
 
-def test_a_collective_launch_needs_its_rank_buffer(compiled, library, driver):
-    kernel = compiled("all_gather", 2)
+def test_a_collective_launch_needs_its_rank_buffer(collective_example, library, driver):
+    kernel = collective_example("all_gather", 2)
     attributes = jax_integration.ffi_attributes(kernel)
     assert list(attributes["collective"]) == [2, kernel.signature.collective.symmetric_bytes, 0]
     keep: list = []

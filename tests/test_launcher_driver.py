@@ -89,39 +89,15 @@ def compiled(tmp_path_factory) -> Callable[[str], CompiledKernel]:
         yield get
 
 
-@pytest.fixture(scope="module")
-def library(tmp_path_factory) -> ctypes.CDLL:
-    return launcher.load(tmp_path_factory.mktemp("launcher"))
-
-
-@pytest.fixture(scope="module")
-def libcuda(tmp_path_factory) -> Path:
-    return fake_driver.build(tmp_path_factory.mktemp("libcuda"))
-
-
-@dataclass(frozen=True)
-class Driver:
-    """The stand-in as one test sees it: what it recorded."""
-
-    log: Path
-
-    def calls(self, name: str | None = None) -> list[dict]:
-        calls = fake_driver.read_calls(self.log)
-        return calls if name is None else [c for c in calls if c["call"] == name]
-
-    def clear(self) -> None:
-        self.log.unlink(missing_ok=True)
-
-
 @pytest.fixture
-def driver(library, libcuda, tmp_path, monkeypatch) -> Driver:
+def driver(library, libcuda, tmp_path, monkeypatch) -> fake_driver.CallLog:
     """The launcher pointed at a freshly loaded stand-in that records into this test's log."""
     monkeypatch.setenv(launcher.LIBCUDA_VARIABLE, str(libcuda))
     monkeypatch.setenv(fake_driver.LOG_VARIABLE, str(tmp_path / "calls.jsonl"))
     monkeypatch.delenv(fake_driver.FAIL_VARIABLE, raising=False)
     monkeypatch.delenv(fake_driver.STAMP_VARIABLE, raising=False)
     launcher.reset(library)
-    yield Driver(tmp_path / "calls.jsonl")
+    yield fake_driver.CallLog(tmp_path / "calls.jsonl")
     launcher.reset(library)
 
 

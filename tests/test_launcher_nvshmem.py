@@ -22,12 +22,10 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -36,7 +34,6 @@ from smalti.runtime import distributed, jax_integration, launcher
 from smalti.runtime.cache import CompiledKernel, ptxas_available
 from smalti.runtime.launcher import LaunchError
 from smalti.runtime.simulate import NUMPY_DTYPES
-from tests.dsl_helpers import load_example
 from tests.gpu.conftest import gpu_devices
 from tests.launcher import fake_driver, fake_nvshmem
 
@@ -53,11 +50,6 @@ def libnvshmem(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def libcuda(tmp_path_factory) -> Path:
-    return fake_driver.build(tmp_path_factory.mktemp("libcuda"))
-
-
-@pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> Path:
     """The smalti cache this module and its worker processes share (the launcher built once)."""
     return tmp_path_factory.mktemp("smalti-cache")
@@ -65,6 +57,7 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def library(cache) -> ctypes.CDLL:
+    """The launcher built into `cache`, where the worker processes find it."""
     return launcher.load(cache)
 
 
@@ -247,43 +240,8 @@ def test_the_library_path_is_the_wheels_or_the_soname():
 # ---------------------------------------------------------------------------------------
 # (b) The launcher's NVSHMEM heap path, one rank after another in this process.
 
-EXAMPLES = {
-    "all_gather": lambda devices: S((16, 128), jnp.float32),
-    "all_reduce": lambda devices: S((devices * 8, 128), jnp.float32),  # multimem
-}
-
-
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory) -> Callable[[str, int], CompiledKernel]:
-    """(kernel, devices) -> examples/collectives.py's kernel compiled for that many devices."""
-    kernels: dict[tuple[str, int], CompiledKernel] = {}
-    collectives = load_example("collectives")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SMALTI_CACHE_DIR", str(tmp_path_factory.mktemp("smalti-cache")))
-
-        def get(name: str, devices: int) -> CompiledKernel:
-            if (name, devices) not in kernels:
-                _, kernels[name, devices] = getattr(collectives, name).compile(
-                    EXAMPLES[name](devices), devices=devices)
-            return kernels[name, devices]
-
-        yield get
-
-
-@dataclass(frozen=True)
-class StandIns:
-    log: Path  # both stand-ins append here, so their calls interleave in order
-
-    def calls(self, name: str | None = None) -> list[dict]:
-        calls = fake_driver.read_calls(self.log)
-        return calls if name is None else [c for c in calls if c["call"] == name]
-
-    def clear(self) -> None:
-        self.log.unlink(missing_ok=True)
-
-
 @pytest.fixture
-def stand_ins(library, libcuda, libnvshmem, tmp_path, monkeypatch) -> StandIns:
+def stand_ins(library, libcuda, libnvshmem, tmp_path, monkeypatch) -> fake_driver.CallLog:
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv(launcher.LIBCUDA_VARIABLE, str(libcuda))
     monkeypatch.setenv(launcher.LIBNVSHMEM_VARIABLE, str(libnvshmem))
@@ -293,7 +251,7 @@ def stand_ins(library, libcuda, libnvshmem, tmp_path, monkeypatch) -> StandIns:
                      fake_nvshmem.UNREACHABLE_VARIABLE, fake_nvshmem.NO_MULTICAST_VARIABLE):
         monkeypatch.delenv(variable, raising=False)
     launcher.reset(library)
-    yield StandIns(log)
+    yield fake_driver.CallLog(log)  # both stand-ins append here, in call order
     launcher.reset(library)  # finalises NVSHMEM: later tests launch in one process again
 
 
@@ -339,9 +297,9 @@ def u64(value: bytes) -> int:
 
 @needs_ptxas
 @pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize("name", list(EXAMPLES))
-def test_every_rank_takes_its_heap_from_nvshmem(name, ranks, compiled, library, stand_ins):
-    kernel = compiled(name, ranks)
+@pytest.mark.parametrize("name", ["all_gather", "all_reduce"])  # all_reduce: multimem
+def test_every_rank_takes_its_heap_from_nvshmem(name, ranks, collective_example, library, stand_ins):
+    kernel = collective_example(name, ranks)
     spec = kernel.signature.collective
     unique_id = launcher.nvshmem_unique_id(library, None)
     sizes = []
@@ -406,8 +364,8 @@ def test_every_rank_takes_its_heap_from_nvshmem(name, ranks, compiled, library, 
 
 @needs_ptxas
 def test_an_unreachable_peer_is_named_and_the_next_launch_allocates_nothing_new(
-        compiled, library, stand_ins, monkeypatch):
-    kernel = compiled("all_gather", 4)
+        collective_example, library, stand_ins, monkeypatch):
+    kernel = collective_example("all_gather", 4)
     join(library, launcher.nvshmem_unique_id(library, None), 1, 4)
     keep: list = []
     me = process(kernel, 1, keep)
@@ -427,9 +385,9 @@ def test_an_unreachable_peer_is_named_and_the_next_launch_allocates_nothing_new(
 
 
 @needs_ptxas
-def test_multimem_without_a_multicast_address_is_an_error(compiled, library, stand_ins,
+def test_multimem_without_a_multicast_address_is_an_error(collective_example, library, stand_ins,
                                                          monkeypatch):
-    kernel = compiled("all_reduce", 2)
+    kernel = collective_example("all_reduce", 2)
     join(library, launcher.nvshmem_unique_id(library, None), 0, 2)
     monkeypatch.setenv(fake_nvshmem.NO_MULTICAST_VARIABLE, "1")
     keep: list = []
@@ -441,8 +399,8 @@ def test_multimem_without_a_multicast_address_is_an_error(compiled, library, sta
 
 
 @needs_ptxas
-def test_the_rank_must_be_the_pe_and_the_axis_every_pe(compiled, library, stand_ins):
-    kernel = compiled("all_gather", 2)
+def test_the_rank_must_be_the_pe_and_the_axis_every_pe(collective_example, library, stand_ins):
+    kernel = collective_example("all_gather", 2)
     join(library, launcher.nvshmem_unique_id(library, None), 0, 2)
     keep: list = []
     with pytest.raises(LaunchError, match=r"got device index 1 \(group 0\) in the process that "
@@ -450,7 +408,7 @@ def test_the_rank_must_be_the_pe_and_the_axis_every_pe(compiled, library, stand_
         process(kernel, 1, keep).launch(library, kernel)
     with pytest.raises(LaunchError, match=r"got device index 0 \(group 1\)"):
         process(kernel, 0, keep, group=1).launch(library, kernel)
-    four = compiled("all_gather", 4)
+    four = collective_example("all_gather", 4)
     with pytest.raises(LaunchError, match="runs over 4 devices along its mesh axis, but NVSHMEM "
                                           "joins 2 processes"):
         process(four, 0, keep).launch(library, four)
@@ -487,10 +445,10 @@ def test_a_missing_or_failing_library_is_named(library, stand_ins, monkeypatch, 
 
 
 @needs_ptxas
-def test_a_group_of_one_device_needs_no_nvshmem(compiled, library, stand_ins):
+def test_a_group_of_one_device_needs_no_nvshmem(collective_example, library, stand_ins):
     """With NVSHMEM up, a kernel whose mesh axis has one device still meets itself alone and
     gets a heap of its own (CUDA VMM): it has no peers in other processes."""
-    kernel = compiled("all_gather", 1)
+    kernel = collective_example("all_gather", 1)
     join(library, launcher.nvshmem_unique_id(library, None), 1, 2)
     keep: list = []
     process(kernel, 0, keep).launch(library, kernel)

@@ -74,6 +74,20 @@ def read_calls(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line]
 
 
+@dataclass(frozen=True)
+class CallLog:
+    """What the stand-ins recorded into `log`, as one test sees it."""
+
+    log: Path
+
+    def calls(self, name: str | None = None) -> list[dict]:
+        calls = read_calls(self.log)
+        return calls if name is None else [c for c in calls if c["call"] == name]
+
+    def clear(self) -> None:
+        self.log.unlink(missing_ok=True)
+
+
 def tensor_map_violations(call: dict) -> list[str]:
     """What a cuTensorMapEncodeTiled record breaks of the documented requirements."""
     problems = []
