@@ -129,7 +129,9 @@ def is_workgroup_address_space(space: ir.Attribute | None) -> bool:
 
 _FLOAT_TYPES: tuple[tuple[type[ir.Type], str], ...] = (
     (ir.F16Type, "f16"), (ir.BF16Type, "bf16"), (ir.F32Type, "f32"), (ir.F64Type, "f64"),
-    (ir.Float8E4M3FNType, "f8E4M3FN"), (ir.Float8E5M2Type, "f8E5M2"))
+    (ir.Float8E4M3FNType, "f8E4M3FN"), (ir.Float8E5M2Type, "f8E5M2"),
+    (ir.Float6E2M3FNType, "f6E2M3FN"), (ir.Float6E3M2FNType, "f6E3M2FN"),
+    (ir.Float4E2M1FNType, "f4E2M1FN"), (ir.Float8E8M0FNUType, "f8E8M0FNU"))
 
 
 def type_name(t: ir.Type) -> str | None:

@@ -11,6 +11,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.bindings import is_workgroup_address_space
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.launch import CLUSTER_ATTR, enclosing_kernel, kernel_cluster
+from smalti.tiling.tmem import TMEM_COLUMNS, TMEM_LANES
 
 
 def is_smem_type(t: ir.Type) -> bool:
@@ -50,6 +51,55 @@ def check_symmetric_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemR
     ref = ir.MemRefType(value.type)
     if not ref.has_static_shape:
         raise error_at(op, f"expects {what} of static shape, got {ref}")
+    return ref
+
+
+TMEM_SPACE = "tmem"  # memref<LANESxCOLUMNSxT, "tmem">: a region of the CTA's tensor memory
+
+
+def is_tmem_type(t: ir.Type) -> bool:
+    """A memref in tensor memory (`memref<..., "tmem">`, sm_100a): rows are TMEM lanes,
+    columns the elements of each lane, packed `32 // bitwidth` to a 32-bit column."""
+    if not isinstance(t, ir.MemRefType):
+        return False
+    space = ir.MemRefType(t).memory_space
+    return isinstance(space, ir.StringAttr) and ir.StringAttr(space).value == TMEM_SPACE
+
+
+def tmem_memory_space() -> ir.Attribute:
+    """The memory space of TMEM memrefs (in the current context)."""
+    return ir.StringAttr.get(TMEM_SPACE)
+
+
+def tmem_columns(t: ir.Type) -> int:
+    """32-bit TMEM columns a TMEM memref spans (its columns, packed)."""
+    ref = ir.MemRefType(t)
+    return -(-ref.shape[-1] * bitwidth(ref.element_type) // 32)
+
+
+def check_tmem_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefType:
+    """A TMEM memref that fits the CTA's tensor memory: 2-D of static shape, 128 or 64 rows
+    (lanes; 64: the M = 64 data path), elements of 32 bits or fewer packed into at most
+    512 32-bit columns (PTX ISA 9.7.16.2, "Tensor Memory"); else a located error naming `what`."""
+    if not is_tmem_type(value.type):
+        raise error_at(op, f"expects {what} to be a TMEM memref (memref<LANESxCOLUMNSxT, "
+                           f'"{TMEM_SPACE}">), got {value.type}')
+    ref = ir.MemRefType(value.type)
+    if not ref.has_static_shape or ref.rank != 2:
+        raise error_at(op, f"expects {what} to be 2-D of static shape (lanes x columns), "
+                           f"got {ref}")
+    if ref.shape[0] not in (TMEM_LANES, TMEM_LANES // 2):
+        raise error_at(op, f"expects {what} to span 128 or 64 TMEM lanes, got {ref.shape[0]}")
+    try:
+        bits = bitwidth(ref.element_type)
+    except TypeError:
+        bits = 0
+    if bits == 0 or 32 % bits:
+        raise error_at(op, f"expects {what} to hold elements of 32, 16, 8, 4, 2 or 1 bits "
+                           f"(TMEM cells are 32 bits), got {ref.element_type}")
+    if tmem_columns(ref) > TMEM_COLUMNS:
+        raise error_at(op, f"{what} spans {tmem_columns(ref)} TMEM columns; a CTA has "
+                           f"{TMEM_COLUMNS}")
     return ref
 
 

@@ -30,10 +30,70 @@ from smalti.dialect.ops_collective import (
 )
 from smalti.dialect.ops_debug import DebugPrintRecord, debug_print_records
 from smalti.dialect.ops_memory import SliceSmemOp
+from smalti.dialect.ops_mma import WgmmaOp
 from smalti.tiling import WARPGROUP_SIZE
 
 SCALAR_TYPES = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
-ELEMENT_TYPES = (*SCALAR_TYPES, "f8E4M3FN", "f8E5M2")
+NARROW_FLOAT_TYPES = ("f8E4M3FN", "f8E5M2", "f6E2M3FN", "f6E3M2FN", "f4E2M1FN", "f8E8M0FNU")
+"""Float types of buffers only: FP8 (e4m3, e5m2), FP6 (e2m3, e3m2) and FP4 (e2m1) data and
+the E8M0 scales of block-scaled MMA (PTX ISA section "Alternate Floating Point
+Data Formats"). UE4M3 scales (an e4m3 whose sign bit is 0) travel as f8E4M3FN."""
+ELEMENT_TYPES = (*SCALAR_TYPES, *NARROW_FLOAT_TYPES)
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A GPU architecture smalti compiles for: its PTX `.target` and ptxas `-arch` name,
+    and the oldest PTX ISA version whose `.target` takes it (PTX ISA 12 "Release Notes":
+    sm_90a from 8.0, sm_100a from 8.6)."""
+
+    name: str
+    ptx_version: str
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in self.ptx_version.split("."))
+
+
+ARCHES = {"sm_90a": Arch("sm_90a", "8.0"), "sm_100a": Arch("sm_100a", "8.6")}
+"""The architectures smalti compiles for: Hopper and Blackwell (datacenter)."""
+DEFAULT_ARCH = "sm_90a"
+
+ARCH_ONLY_OPS: dict[type, tuple[tuple[str, ...], str]] = {
+    WgmmaOp: (("sm_90a",), "wgmma (Blackwell's tensor cores take tcgen05.mma)"),
+}
+"""Ops that exist on some architectures only: where they do, and what the error calls them.
+`wgmma.mma_async` (and its fence, commit and wait) "requires sm_90a" (PTX ISA `wgmma.mma_async`,
+Target ISA notes); ptxas 13 rejects it for sm_100a ("not supported on .target 'sm_100a'")."""
+
+
+def check_arch(name: str) -> Arch:
+    """The Arch called `name`; ValueError naming the known ones otherwise."""
+    if name not in ARCHES:
+        raise ValueError(f"unknown GPU architecture {name!r}; smalti compiles for "
+                         f"{', '.join(ARCHES)}")
+    return ARCHES[name]
+
+
+def check_ops_for_arch(module: ir.Operation, arch: str) -> None:
+    """A located DiagnosticError at the first op of `module` that `arch` lacks (ValueError
+    for an unknown arch)."""
+    check_arch(arch)
+    found: list[tuple[ir.Operation, tuple[str, ...], str]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        view = op.operation.opview
+        for cls, (arches, what) in ARCH_ONLY_OPS.items():
+            if isinstance(view, cls) and arch not in arches:
+                found.append((op, arches, what))
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if found:
+        op, arches, what = found[0]
+        raise error_at(op, f"needs {' or '.join(arches)}: {arch} has no {what}; compile "
+                           f"with --arch={arches[0]}")
 
 
 @dataclass(frozen=True)
@@ -96,6 +156,7 @@ class KernelSignature:
     debug_prints: tuple[DebugPrintRecord, ...] = ()
     cluster: tuple[int, int, int] = (1, 1, 1)  # CTAs per cluster (x, y, z)
     collective: CollectiveSpec | None = None  # a kernel that reaches other devices
+    arch: str = DEFAULT_ARCH  # the architecture its PTX and cubin are for (ARCHES)
 
     @property
     def block(self) -> tuple[int, int, int]:

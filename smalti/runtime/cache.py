@@ -32,7 +32,7 @@ from smalti.runtime.quality import warn_about_quality
 from smalti.runtime.signatures import signature_from_data, signature_to_data
 
 CACHE_VARIABLE = "SMALTI_CACHE_DIR"
-FORMAT = 2  # 2: with the ptxas report
+FORMAT = 3  # 2: with the ptxas report; 3: signatures carry the arch
 _SMALTI_ROOT = Path(__file__).resolve().parents[1]
 _COMPILER_PACKAGES = ("dialect", "tiling", "layout_inference", "lowering", "passes", "ptx")
 _log = logging.getLogger(__name__)
@@ -84,7 +84,8 @@ def compiler_version() -> str:
 
 
 def cache_key(module_text: str, arch: str) -> str:
-    """The content hash naming a compiled module."""
+    """The content hash naming a compiled module for `arch`: one module compiled for two
+    archs is two entries."""
     material = f"smalti-cache {FORMAT}\n{compiler_version()}\n{arch}\n{module_text}"
     return hashlib.sha256(material.encode()).hexdigest()
 

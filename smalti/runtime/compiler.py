@@ -1,4 +1,8 @@
-"""From MLIR to PTX and cubins: parse, run the default pipeline, lower, print, assemble."""
+"""From MLIR to PTX and cubins: parse, run the default pipeline, lower, print, assemble.
+
+The arch (`sm_90a`, `sm_100a`: `smalti.dialect.kernel.ARCHES`) is checked first (ops it lacks
+are located errors), then names the PTX `.target` (with the PTX ISA version it needs), the
+ptxas `-arch`, and every kernel signature."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from dataclasses import dataclass, field
 from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context, parse_module
-from smalti.dialect.kernel import KernelSignature
+from smalti.dialect.kernel import DEFAULT_ARCH, KernelSignature, check_arch, check_ops_for_arch
 from smalti.dialect.launch import kernel_functions, kernel_name
 from smalti.lowering import lower_module
 from smalti.passes import DEFAULT_PIPELINE, run_pipeline
@@ -16,7 +20,7 @@ from smalti.ptx import print_module
 from smalti.ptx.toolchain import CompileResult, compile_ptx, disassemble
 from smalti.runtime.dump import Dumper
 
-DEFAULT_ARCH = "sm_90a"
+__all__ = ["DEFAULT_ARCH", "CompiledModule", "compile_mlir", "compile_module"]
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,13 @@ class CompiledModule:
 def compile_module(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
                    pipeline: str = DEFAULT_PIPELINE, kernel: str | None = None,
                    dump_name: str | None = None) -> CompiledModule:
-    """Run `pipeline` on `module` (in place) and lower it; DiagnosticError on bad input.
-    `kernel` keeps only that kernel's PTX (KeyError if there is none). With SMALTI_DUMP_TO,
-    the artefacts are named `dump_name` (default: the kernel's name)."""
+    """Run `pipeline` on `module` (in place) and lower it for `arch`; DiagnosticError on bad
+    input or an op `arch` lacks, ValueError on an unknown arch. `kernel` keeps only that
+    kernel's PTX (KeyError if there is none). With SMALTI_DUMP_TO, the artefacts are named
+    `dump_name` (default: the kernel's name)."""
+    target = check_arch(arch)
+    with module.context:
+        check_ops_for_arch(module, arch)
     functions = kernel_functions(module)
     dumper = Dumper.from_environment(
         dump_name or kernel or (kernel_name(functions[0]) if functions else "module"))
@@ -62,10 +70,14 @@ def compile_module(module: ir.Operation, *, arch: str = DEFAULT_ARCH,
         lowered = lower_module(module)
     if kernel is not None:
         lowered = lowered.only(kernel)
-    text = print_module(dataclasses.replace(lowered.ptx, target=arch))
+    version = max(lowered.ptx.version, target.ptx_version,
+                  key=lambda v: tuple(int(p) for p in v.split(".")))
+    text = print_module(dataclasses.replace(lowered.ptx, target=arch, version=version))
     if dumper is not None:
         dumper.write("ptx", text)
-    return CompiledModule(text, lowered.signatures, arch, dumper)
+    signatures = {name: dataclasses.replace(signature, arch=arch)
+                  for name, signature in lowered.signatures.items()}
+    return CompiledModule(text, signatures, arch, dumper)
 
 
 def compile_mlir(text: str, source_name: str = "<string>", *, arch: str = DEFAULT_ARCH,

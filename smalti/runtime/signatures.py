@@ -7,7 +7,13 @@ import dataclasses
 import json
 
 from smalti.dialect.attributes import layout_to_text, text_to_layout
-from smalti.dialect.kernel import CollectiveSpec, KernelArg, KernelSignature, TensorMapRecord
+from smalti.dialect.kernel import (
+    DEFAULT_ARCH,
+    CollectiveSpec,
+    KernelArg,
+    KernelSignature,
+    TensorMapRecord,
+)
 from smalti.dialect.ops_debug import DebugPrintRecord
 
 
@@ -37,7 +43,8 @@ def signature_from_data(data: dict) -> KernelSignature:
             for d in data.get("debug_prints", ())),
         cluster=tuple(data.get("cluster", (1, 1, 1))),
         collective=None if data.get("collective") is None
-        else CollectiveSpec(**data["collective"]))
+        else CollectiveSpec(**data["collective"]),
+        arch=data.get("arch", DEFAULT_ARCH))
 
 
 def signature_to_json(signature: KernelSignature) -> str:

@@ -9,6 +9,9 @@ from smalti.tiling.algebra import (
 )
 from smalti.tiling.canonical import (
     BROADCAST_TARGETS,
+    TMEM_LAYOUT,
+    TMEM_LAYOUT_16X256B,
+    TMEM_LAYOUT_M64,
     WGMMA_A_LAYOUTS,
     WGMMA_COL_LAYOUT,
     WGMMA_LAYOUT_8BIT,
@@ -46,16 +49,26 @@ from smalti.tiling.smem import (
     tma_incompatibility,
     wgmma_operand_transforms,
 )
+from smalti.tiling.tmem import (
+    TMEM_COLUMNS,
+    TMEM_LANES,
+    TMEM_SHAPES,
+    TmemAccess,
+    is_tmem_layout,
+    tmem_accesses,
+    tmem_layout,
+)
 
 __all__ = [
-    "BROADCAST_TARGETS", "WARPGROUP_SIZE", "WARP_SIZE", "WGMMA_A_LAYOUTS", "WGMMA_COL_LAYOUT",
-    "WGMMA_LAYOUT", "WGMMA_LAYOUT_8BIT", "WGMMA_LAYOUT_16BIT", "WGMMA_LAYOUT_TF32_A",
-    "WGMMA_LAYOUT_UPCAST_2X",
+    "BROADCAST_TARGETS", "TMEM_COLUMNS", "TMEM_LANES", "TMEM_LAYOUT", "TMEM_LAYOUT_16X256B",
+    "TMEM_LAYOUT_M64", "TMEM_SHAPES", "WARPGROUP_SIZE", "WARP_SIZE", "WGMMA_A_LAYOUTS",
+    "WGMMA_COL_LAYOUT", "WGMMA_LAYOUT", "WGMMA_LAYOUT_8BIT", "WGMMA_LAYOUT_16BIT",
+    "WGMMA_LAYOUT_TF32_A", "WGMMA_LAYOUT_UPCAST_2X",
     "WGMMA_LAYOUT_UPCAST_4X", "WGMMA_ROW_LAYOUT", "WGMMA_TRANSPOSED_LAYOUT", "Distribution",
     "Layout", "LayoutError", "RelayoutCost", "Replicated", "SwizzleTransform", "ThreadTerm",
-    "TileTransform", "TiledLayout", "Tiling", "Transform", "TransposeTransform",
+    "TileTransform", "TiledLayout", "Tiling", "TmemAccess", "Transform", "TransposeTransform",
     "WGSplatLayout", "WGStridedLayout", "broadcast_layout", "check_layout_fits",
-    "lowers_without_smem", "physical_address", "physical_shape", "reduce_layout",
-    "relayout_cost", "same_elements", "tma_compatible", "tma_incompatibility",
-    "transpose_layout", "wgmma_operand_transforms",
+    "is_tmem_layout", "lowers_without_smem", "physical_address", "physical_shape",
+    "reduce_layout", "relayout_cost", "same_elements", "tma_compatible", "tma_incompatibility",
+    "tmem_accesses", "tmem_layout", "transpose_layout", "wgmma_operand_transforms",
 ]

@@ -19,6 +19,7 @@ accumulator's.
 from __future__ import annotations
 
 from smalti.tiling.layouts import WGMMA_LAYOUT, Replicated, TiledLayout, Tiling
+from smalti.tiling.tmem import tmem_layout
 
 WGMMA_LAYOUT_16BIT = WGMMA_LAYOUT
 """The WGMMA layout of 16-bit values (figure "WGMMA .m64nNk16 register fragment layout for
@@ -113,3 +114,19 @@ BROADCAST_TARGETS: tuple[TiledLayout, ...] = (
 )
 """Layouts a broadcast prefers, in order, when one of them reduces back to the operand's
 layout (so `x - rowmax(x)[:, None]` keeps the accumulator layout)."""
+
+TMEM_LAYOUT = tmem_layout("32x32b")
+"""A (128, N) value of 32-bit elements as `tcgen05.ld/st.32x32b` moves it (sm_100a): thread
+t holds row t (TMEM lane t: warp w reaches lanes 32w..32w+31), one column per register
+(PTX ISA 9.7.16.2.3.1, figure 183 "Matrix Fragment for shape .32x32b"). Narrower elements
+use `tmem_layout("32x32b", bitwidth=...)`: a register's adjacent columns as the vector."""
+
+TMEM_LAYOUT_16X256B = tmem_layout("16x256b")
+"""A (128, N) value of 32-bit elements as `tcgen05.ld/st.16x256b` moves it, two
+instructions per warp (lane halves 0-15 and 16-31 of its quarter): within each 16 rows the
+wgmma accumulator's pattern (PTX ISA 9.7.16.2.3.1, "Matrix fragments for shape .16x256b")."""
+
+TMEM_LAYOUT_M64 = tmem_layout("16x256b", rows=64)
+"""A (64, N) value as one `tcgen05.ld/st.16x256b` per warp moves it (the M = 64 data path:
+row r in TMEM lane 32 * (r // 16) + r % 16): the same elements in the same registers as
+WGMMA_LAYOUT, so a Hopper accumulator and a Blackwell M = 64 one relayout for free."""

@@ -11,6 +11,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.context import make_context
 from smalti.dialect.diagnostics import DiagnosticError
+from smalti.dialect.kernel import ARCHES, DEFAULT_ARCH
 from smalti.passes.registry import DEFAULT_PIPELINE
 from smalti.ptx.toolchain import ToolchainError, disassemble
 from smalti.runtime.compiler import CompiledModule, compile_module
@@ -52,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="input .mlir file ('-' or absent: stdin)")
     parser.add_argument("--to", choices=("ptx", "cubin", "sass"), default="ptx",
                         help="what to emit (default: ptx)")
-    parser.add_argument("--arch", default="sm_90a",
-                        help="the PTX .target and ptxas architecture (default: sm_90a)")
+    parser.add_argument("--arch", choices=tuple(ARCHES), default=DEFAULT_ARCH,
+                        help="the PTX .target and ptxas architecture: sm_90a (Hopper) or "
+                             f"sm_100a (Blackwell) (default: {DEFAULT_ARCH})")
     parser.add_argument("-o", dest="output", metavar="OUT",
                         help="write the output here (atomically); required for --to=cubin")
     parser.add_argument("--kernel", metavar="NAME",
