@@ -206,7 +206,8 @@ def test_columns_past_the_allocation_fault() -> None:
 
 def test_reading_a_loaded_register_before_wait_ld_is_a_hazard() -> None:
     fails(kernel("32x32b", 1, ncols=32, wait_ld=False, read_early=True),
-          "read of register %q0 that the tcgen05.ld at line")
+          r"read of register %q0 that the tcgen05.ld at line .* still owns: "
+          r"tcgen05.wait::ld first")
 
 
 def test_loading_stored_cells_before_wait_st_is_a_hazard() -> None:
@@ -274,3 +275,26 @@ def test_allocation_rules(body: str, match: str) -> None:
     assembles(ptx)
     with pytest.raises(SimError, match=match):
         run_ptx(ptx, "tmem_map", 1, 128, [np.zeros(4, np.uint32)])
+
+
+def test_exiting_with_tensor_memory_allocated_is_reported() -> None:
+    """PTX ISA, "Tensor Memory Allocation": every allocation is freed before the kernel
+    exits; the launch reports the columns a CTA left allocated."""
+    body = HEADER + """
+.visible .entry leak(.param .u64 out)
+{
+  .reg .b32 %r<4>;
+  .reg .pred %p<2>;
+  .shared .align 16 .b32 slot;
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 32;
+  @!%p1 bra DONE;
+  tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [slot], 64;
+DONE:
+  ret;
+}
+"""
+    assembles(body)
+    with pytest.raises(SimError, match=r"exited with 64 columns of tensor memory still "
+                                       r"allocated \(columns 0\.\.63\).*block \(0, 0, 0\)"):
+        run_ptx(body, "leak", 2, 64, [np.zeros(1, np.uint32)])

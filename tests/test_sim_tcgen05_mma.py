@@ -339,8 +339,8 @@ def test_descriptor_faults() -> None:
     ptx = mma_kernel(64, 4, "f16")
     with pytest.raises(SimError, match="bits 46-48"):
         run_mma(ptx, image, [d & ~(7 << 46) for d in descs], idesc, 64)
-    with pytest.raises(SimError, match="only M = 128"):
-        run_mma(ptx, image, descs, idesc & ~(31 << 24) | (4 << 24), 64)
+    with pytest.raises(SimError, match=r"M = 256; \.cta_group::1 supports M = 64 and M = 128"):
+        run_mma(ptx, image, descs, idesc & ~(31 << 24) | (16 << 24), 64)
 
 
 # -- Triton 3.9's sm_100 matmuls -----------------------------------------------------------
@@ -397,3 +397,22 @@ def test_mn_major_a(itype: str, span: int | None) -> None:
     descs = [v for pair in zip(a_descs, b_descs, strict=True) for v in pair]
     out = run_mma(ptx, image, descs, instruction_descriptor(itype, itype, n, trans_a=1), n)
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)
+
+
+@pytest.mark.parametrize("policy", ["eager", "latest"])
+def test_m64_puts_sixteen_rows_in_each_lane_quarter(policy: str) -> None:
+    """M = 64 (.cta_group::1): row i of D is lane 32 (i // 16) + i % 16 (PTX ISA, "Data path
+    layout organization"); the other half of each quarter stays untouched."""
+    n = 64
+    a, b = operands("bf16", n, 64, seed=4)
+    a = a[:64]
+    image = np.zeros(131072, np.uint8)
+    descs = [v for pair in zip(k_major(image, A_BASE, a, 128), k_major(image, B_BASE, b, 128),
+                               strict=True) for v in pair]
+    ptx = mma_kernel(n, len(descs) // 2, "f16")
+    assembles(ptx)
+    out = run_mma(ptx, image, descs, instruction_descriptor("bf16", "bf16", n, m=64), n,
+                  policy=policy)
+    rows = [32 * (i // 16) + i % 16 for i in range(64)]
+    np.testing.assert_array_equal(out[rows], a.astype(np.float64) @ b.astype(np.float64).T)
+    assert not out[[r + 16 for r in rows]].any()

@@ -215,11 +215,11 @@ class AsyncEngine:
         self.shared.own_rows(local, ids, ops[0].what if ops else "", reads, blocks)
 
     def own_registers(self, op: AsyncOp, names: list[str], threads: np.ndarray,
-                      reads: bool) -> None:
-        """Guard registers `names` of `threads` (bool mask) for `op`."""
+                      reads: bool, wait: str = "wgmma.wait_group") -> None:
+        """Guard registers `names` of `threads` (bool mask) for `op`, until `wait`."""
         op.registers = True
         owner = np.where(threads, op.id, 0).astype(np.int64)
-        self.registers.own(names, owner, {op.id}, op.what, reads)
+        self.registers.own(names, owner, {op.id}, op.what, reads, wait)
 
     def own_registers_many(self, ops: Sequence[AsyncOp], names: list[str],
                            members: np.ndarray, reads: bool) -> None:

@@ -513,10 +513,12 @@ class RegisterClaim:
     ops: set[int]
     what: str
     reads: bool  # whether reads fault too
+    wait: str = "wgmma.wait_group"  # the instruction that releases them
 
 
 class RegisterGuards:
-    """Registers of in-flight wgmma operations, checked on every register access."""
+    """Registers of in-flight operations (wgmma, tcgen05.ld), checked on every register
+    access."""
 
     def __init__(self) -> None:
         # register -> its claims, oldest first (so by increasing operation ids)
@@ -525,14 +527,14 @@ class RegisterGuards:
         self.bypass = False
 
     def own(self, names: list[str], owner: np.ndarray, ops: set[int], what: str,
-            reads: bool) -> None:
+            reads: bool, wait: str = "wgmma.wait_group") -> None:
         """Thread t may not touch registers `names` (reads only fault if `reads`) until
         operation owner[t] is released (owner: op ids over the launch, 0 for none; `ops`
-        those it holds)."""
+        those it holds) by `wait`."""
         names = tuple(dict.fromkeys(names))
         if not names or not ops:
             return
-        claim = RegisterClaim(names, owner.copy(), set(ops), what, reads)
+        claim = RegisterClaim(names, owner.copy(), set(ops), what, reads, wait)
         self.claims.append(claim)
         for name in names:
             self.owned.setdefault(name, []).append(claim)
@@ -567,4 +569,4 @@ class RegisterGuards:
                 ids = np.flatnonzero(oldest) if index is None else index[oldest]
                 verb = "read of" if access == "read" else "write to"
                 raise Fault(f"{verb} register {name} that {claim.what} still owns: "
-                            "wgmma.wait_group first", int(ids[0]))
+                            f"{claim.wait} first", int(ids[0]))

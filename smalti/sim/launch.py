@@ -33,6 +33,7 @@ from smalti.sim.registers import RegisterFile
 from smalti.sim.scheduler import execute
 from smalti.sim.tensormap import TensorMap
 from smalti.sim.tensormap_encode import TensorMapEncodeTiled
+from smalti.sim.tmem import leak_message
 
 Arg = (np.ndarray | int | float | np.generic | TensorMap | TensorMapEncodeTiled | ParamStruct
        | PeerTable | Multicast)
@@ -169,6 +170,9 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
         raise SimError(f"the kernel exited while {op.what} still read shared memory: no "
                        "cp.async.bulk.wait_group.read covered it before the thread exited",
                        kernel=kernel, thread=geometry.describe(int(thread)))
+    leak = leak_message(machine)
+    if leak is not None:
+        raise SimError(leak[0], kernel=kernel, thread=geometry.describe(leak[1]))
     for original, copy in placed.copies:
         if original.flags.writeable:
             original[...] = copy

@@ -165,7 +165,7 @@ class TensorMemory:
 
     def own(self, block: int, lanes: np.ndarray, columns: np.ndarray, op: int,
             what: str, wait: str, kind: str) -> None:
-        """Cells in-flight operation `op` (of `kind`: "mma", "st") writes: other accesses
+        """Cells in-flight operation `op` (of `kind`: "mma", "st", "cp") writes: other accesses
         fault until it retires; `wait` names what makes the program wait for it."""
         self.block(block).owner[lanes, columns] = op
         self.what[op] = what
@@ -173,15 +173,17 @@ class TensorMemory:
         self.kinds[op] = kind
 
     def guard(self, block: int, lanes: np.ndarray, columns: np.ndarray, thread: int,
-              what: str, pipelined: str | None = None) -> None:
-        """Fault when an in-flight operation owns one of the cells, unless it is of kind
+              what: str, pipelined: str | tuple[str, ...] | None = None) -> None:
+        """Fault when an in-flight operation owns one of the cells, unless it is of a kind in
         `pipelined` (PTX ISA, "tcgen05 Memory Consistency Model": tcgen05.mma instructions
-        with the same accumulator are ordered among themselves without waits)."""
+        with the same accumulator are ordered among themselves without waits, and so are
+        tcgen05.cp and the tcgen05.mma after it in the same thread's pipeline)."""
         owner = self.block(block).owner[lanes, columns]
         if not owner.any():
             return
+        kinds = (pipelined,) if isinstance(pipelined, str) else (pipelined or ())
         ops = [int(op) for op in np.unique(owner[owner != 0])
-               if self.kinds.get(int(op)) != pipelined]
+               if self.kinds.get(int(op)) not in kinds]
         if ops:
             op = ops[0]
             raise Fault(f"{what} touches tensor memory that {self.what.get(op, 'an operation')}"
@@ -202,6 +204,21 @@ class TensorMemory:
 
 
 _MEMORIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def leak_message(machine) -> tuple[str, int] | None:
+    """(message, a thread of the CTA) when a CTA exited with tensor memory still allocated
+    (PTX ISA, "Tensor Memory Allocation": all allocated columns must be freed with
+    tcgen05.dealloc before the kernel exits); None when nothing leaked or TMEM was unused."""
+    found = _MEMORIES.get(machine.async_engine)
+    leaked = [] if found is None else found.leaked()
+    if not leaked:
+        return None
+    block, start, ncols = min(leaked)
+    return (f"the kernel exited with {ncols} columns of tensor memory still allocated "
+            f"(columns {start}..{start + ncols - 1}): every tcgen05.alloc needs a "
+            "tcgen05.dealloc before the CTA exits",
+            block * machine.geometry.block_threads)
 
 
 def tensor_memory(machine) -> TensorMemory:

@@ -1,5 +1,5 @@
 """tcgen05 (sm_100a): tensor-memory allocation, tcgen05.ld / st / wait, fences; tcgen05.mma
-and tcgen05.commit are decoded by `tcgen05_mma`.
+and tcgen05.commit are decoded by `tcgen05_mma`, tcgen05.cp by `tcgen05_copy`.
 
 PTX ISA, "TensorCore 5th Generation Family Instructions":
 - `tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [dst], ncols` (a warp) allocates
@@ -32,7 +32,7 @@ from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes, thread_ids
 from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, address_parts, expect, reader
-from smalti.sim.ops import tcgen05_mma
+from smalti.sim.ops import tcgen05_copy, tcgen05_mma
 from smalti.sim.ops.shared_address import shared_offsets
 from smalti.sim.ops.tcgen05_fragments import (
     MAX_NUM,
@@ -70,6 +70,8 @@ def decode_tcgen05(inst: Instruction, env: DecodeEnv) -> Step:
             return tcgen05_mma.decode_mma(inst, env, mods)
         case "commit":
             return tcgen05_mma.decode_commit(inst, env, mods)
+        case "cp":
+            return tcgen05_copy.decode_cp(inst, env, mods)
     raise Unsupported(f"unsupported tcgen05 operation .{operation}")
 
 
@@ -79,10 +81,12 @@ def _aligned(mods: Modifiers) -> None:
 
 
 def _cta_group(mods: Modifiers) -> None:
-    if mods.flag("cta_group::2"):
-        raise Unsupported(".cta_group::2 (a CTA pair) is not supported")
-    if not mods.flag("cta_group::1"):
-        raise Unsupported("expected .cta_group::1")
+    """`.cta_group::1` or `::2`. For allocation, `.cta_group::2` is executed by one warp in each
+    CTA of the pair (same warp, same shared address: PTX ISA, "tcgen05.alloc"), allocating the
+    same columns in both; the simulator lets each warp allocate in its own CTA, which gives
+    the same columns when the two CTAs allocate alike (the rule the ISA states)."""
+    if mods.one_of(("cta_group::1", "cta_group::2")) is None:
+        raise Unsupported("expected .cta_group::1 or .cta_group::2")
 
 
 def warps(m: Machine, lanes: Lanes, what: str) -> np.ndarray:
@@ -263,7 +267,7 @@ def _load(spec: _Transfer, read_base, m: Machine, lanes: Lanes) -> None:
         op.run = partial(_land, m, spec.names, values.astype(np.uint32), threads)
         mask = np.zeros(m.geometry.threads, np.bool_)
         mask[threads] = True
-        engine.own_registers(op, spec.names, mask, reads=True)
+        engine.own_registers(op, spec.names, mask, reads=True, wait="tcgen05.wait::ld")
         engine.issue(op, group=("tcgen05.ld", int(threads[0])))
 
 
