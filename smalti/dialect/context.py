@@ -12,6 +12,7 @@ from smalti.dialect import (  # noqa: F401  (defining the op classes registers t
     ops_memory,
     ops_mma,
     ops_sync,
+    ops_tmem,
     ops_warpgroup,
 )
 from smalti.dialect.bindings import register_jax_dialects

@@ -224,7 +224,7 @@ OP_CLASSES: dict[str, type[SmaltiOp]] = {}
 
 class SmaltiOp(ir.OpView):
     """Base of smalti's ops. A subclass declares OPERATION_NAME, its fields, and where apt
-    TRAITS, EFFECTS, REGIONS and USER_FACING; defining it registers it."""
+    TRAITS, EFFECTS, REGIONS, USER_FACING and ARCHES; defining it registers it."""
 
     OPERATION_NAME: ClassVar[str]
     TRAITS: ClassVar[Trait] = Trait.NONE
@@ -233,6 +233,10 @@ class SmaltiOp(ir.OpView):
     # Whether users reach the op from the DSL (then it needs a DSL entry); ops that only
     # passes or the DSL's own machinery create say False.
     USER_FACING: ClassVar[bool] = True
+    # The targets that have the op (None: every one), and what an error on another target
+    # calls the missing feature (see kernel.check_ops_for_arch).
+    ARCHES: ClassVar[tuple[str, ...] | None] = None
+    ARCH_FEATURE: ClassVar[str] = ""
     # Filled from the fields when the class is defined.
     OPERANDS: ClassVar[tuple[Operand, ...]] = ()
     RESULTS: ClassVar[tuple[Result, ...]] = ()

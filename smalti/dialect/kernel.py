@@ -30,7 +30,6 @@ from smalti.dialect.ops_collective import (
 )
 from smalti.dialect.ops_debug import DebugPrintRecord, debug_print_records
 from smalti.dialect.ops_memory import SliceSmemOp
-from smalti.dialect.ops_mma import WgmmaOp
 from smalti.tiling import WARPGROUP_SIZE
 
 SCALAR_TYPES = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
@@ -59,12 +58,6 @@ ARCHES = {"sm_90a": Arch("sm_90a", "8.0"), "sm_100a": Arch("sm_100a", "8.6")}
 """The architectures smalti compiles for: Hopper and Blackwell (datacenter)."""
 DEFAULT_ARCH = "sm_90a"
 
-ARCH_ONLY_OPS: dict[type, tuple[tuple[str, ...], str]] = {
-    WgmmaOp: (("sm_90a",), "wgmma (Blackwell's tensor cores take tcgen05.mma)"),
-}
-"""Ops that exist on some architectures only: where they do, and what the error calls them.
-`wgmma.mma_async` (and its fence, commit and wait) "requires sm_90a" (PTX ISA `wgmma.mma_async`,
-Target ISA notes); ptxas 13 rejects it for sm_100a ("not supported on .target 'sm_100a'")."""
 
 
 def check_arch(name: str) -> Arch:
@@ -76,17 +69,17 @@ def check_arch(name: str) -> Arch:
 
 
 def check_ops_for_arch(module: ir.Operation, arch: str) -> None:
-    """A located DiagnosticError at the first op of `module` that `arch` lacks (ValueError
-    for an unknown arch)."""
+    """A located DiagnosticError at the first op of `module` that `arch` lacks (an op class's
+    ARCHES; ValueError for an unknown arch)."""
     check_arch(arch)
     found: list[tuple[ir.Operation, tuple[str, ...], str]] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         view = op.operation.opview
-        for cls, (arches, what) in ARCH_ONLY_OPS.items():
-            if isinstance(view, cls) and arch not in arches:
-                found.append((op, arches, what))
-                return ir.WalkResult.INTERRUPT
+        arches = getattr(type(view), "ARCHES", None)  # a smalti op limited to some targets
+        if arches is not None and arch not in arches:
+            found.append((op, arches, type(view).ARCH_FEATURE))
+            return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
     module.walk(visit, ir.WalkOrder.PRE_ORDER)

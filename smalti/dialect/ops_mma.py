@@ -99,6 +99,10 @@ class WgmmaOp(SmaltiOp):
     OPERATION_NAME = "smalti.wgmma"
     TRAITS = Trait.WARPGROUP_COLLECTIVE
     EFFECTS = (Effect.read("a", Proxy.ASYNC), Effect.read("b", Proxy.ASYNC))
+    # wgmma.mma_async (its fence, commit and wait too) "requires sm_90a" (PTX ISA, Target ISA
+    # notes); ptxas 13 rejects it for sm_100a ("not supported on .target 'sm_100a'").
+    ARCHES = ("sm_90a",)
+    ARCH_FEATURE = "wgmma (Blackwell's tensor cores take tcgen05.mma)"
 
     accumulator = Operand("the f32 accumulator (M x N) in registers")
     a = Operand("A (M x K): in shared memory, or a vector in registers")

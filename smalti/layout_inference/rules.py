@@ -40,6 +40,12 @@ from smalti.dialect.ops_memory import (
 )
 from smalti.dialect.ops_mma import WgmmaOp
 from smalti.dialect.ops_sync import ArriveExpectTxOp, ArriveOp, InitializeBarrierOp, WaitOp
+from smalti.dialect.ops_tmem import (
+    TmemAllocOp,
+    TmemDeallocOp,
+    TmemLoadOp,
+    TmemStoreOp,
+)
 from smalti.dialect.registry import OpRegistry
 from smalti.layout_inference.equations import (
     SMEM,
@@ -78,6 +84,8 @@ from smalti.tiling import (
     WGStridedLayout,
     physical_shape,
     tma_incompatibility,
+    tmem_accesses,
+    tmem_layout,
     wgmma_operand_transforms,
 )
 from smalti.tiling.smem import tall_tile_rows, wgmma_stride_problem
@@ -617,3 +625,48 @@ def _insert_strided_slice(ctx: RuleContext, op: vector.InsertStridedSliceOp) -> 
 def _debug_print(ctx: RuleContext, op: DebugPrintOp) -> None:
     """A printed vector may have any layout, splat included: the host reassembles it."""
     ctx.var(op.value)
+
+
+# Tensor memory (sm_100a).
+
+@rule(TmemAllocOp, TmemDeallocOp)
+def _tmem_refs(ctx: RuleContext, op: TmemAllocOp | TmemDeallocOp) -> None:
+    """TMEM refs have no transforms (their layout is the lanes x columns of the memory):
+    these ops constrain nothing."""
+    del ctx, op
+
+
+def _tmem_value(ctx: RuleContext, value: ir.Value, name: str) -> None:
+    """A value tcgen05.ld / tcgen05.st moves: its layout must be one of their data-path
+    layouts (`smalti.tiling.tmem_accesses`, PTX ISA 9.7.16.2.3); the .32x32b layout
+    (TMEM_LAYOUT: thread t holds row t) is preferred."""
+    var = ctx.var(value)
+    shape, bits = var.shape, var.bitwidth
+
+    def test(layout: object) -> str | None:
+        try:
+            if tmem_accesses(layout, shape, bits):
+                return None
+        except LayoutError as error:
+            return f"{name}: {error}"
+        return f"{name} needs a layout a tcgen05 data movement shape realises, not {layout}"
+
+    ctx.allow(value, frozenset({TiledLayout}), f"{name} moves a tcgen05.ld/st layout")
+    ctx.require(value, test, f"{name} moves values in tcgen05.ld/st layouts")
+    try:
+        hint = tmem_layout("32x32b", bitwidth=bits)
+    except LayoutError:
+        return
+    if fits(hint, shape):
+        ctx.hint(value, hint, PREFERRED, f"{name} prefers the .32x32b layout (a row per "
+                                         "thread)")
+
+
+@rule(TmemLoadOp)
+def _tmem_load(ctx: RuleContext, op: TmemLoadOp) -> None:
+    _tmem_value(ctx, op.result, "tmem_load")
+
+
+@rule(TmemStoreOp)
+def _tmem_store(ctx: RuleContext, op: TmemStoreOp) -> None:
+    _tmem_value(ctx, op.value, "tmem_store")

@@ -29,6 +29,7 @@ from smalti.lowering import (  # noqa: F401  (defining the rules registers them)
     slices,
     smem,
     tma,
+    tmem,
     warpgroup,
     wgmma,
 )
