@@ -16,6 +16,7 @@ import pytest
 
 from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
 from smalti.sim import SimError, run_ptx
+from tests.tcgen05_ptx import staged_prologue
 
 HEADER = """.version 8.8
 .target sm_100a
@@ -58,39 +59,7 @@ WAIT:
   .reg .b32 %q<{ncols}>;
   .reg .b64 %rd<40>;
   .reg .pred %p<8>;
-  .shared .align 1024 .b8 smem[{smem_bytes}];
-  .shared .align 8 .b64 bar;
-  .shared .align 4 .b32 slot;
-  mov.u32 %r1, %tid.x;
-  shr.u32 %r2, %r1, 5;
-  ld.param.u64 %rd1, [image];
-  mov.u32 %r3, smem;
-  mov.u32 %r4, %r1;
-COPY:
-  mul.wide.u32 %rd2, %r4, 16;
-  add.u64 %rd3, %rd1, %rd2;
-  ld.global.v4.b32 {{%r5, %r6, %r7, %r8}}, [%rd3];
-  shl.b32 %r14, %r4, 4;
-  add.u32 %r15, %r3, %r14;
-  st.shared.v4.b32 [%r15], {{%r5, %r6, %r7, %r8}};
-  add.u32 %r4, %r4, 128;
-  setp.lt.u32 %p1, %r4, {smem_bytes // 16};
-  @%p1 bra COPY;
-  fence.proxy.async.shared::cta;
-  setp.eq.u32 %p2, %r2, 0;
-  @!%p2 bra ALLOCATED;
-  tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [slot], 512;
-  tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
-ALLOCATED:
-  setp.eq.u32 %p5, %r1, 0;
-  @%p5 mbarrier.init.shared::cta.b64 [bar], 1;
-  tcgen05.fence::before_thread_sync;
-  bar.sync 0;
-  tcgen05.fence::after_thread_sync;
-  ld.shared.b32 %r9, [slot];
-  shl.b32 %r16, %r2, 21;
-  add.u32 %r11, %r9, %r16;
-  ld.param.u64 %rd11, [descs];
+{staged_prologue(smem_bytes)}  ld.param.u64 %rd11, [descs];
   @!%p5 bra ISSUED;
 {body}
   tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];
