@@ -412,22 +412,14 @@ def fp8_all_gather_matmul(a_ref, a_scale_ref, bt_ref, bt_scale_ref, out_ref, bar
     gather_walk(plan, out_ref, c_smem, sems, bars, k // SCALE_BLOCK, stage, fetch, multiply)
 
 
-def quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x [r, K] as e4m3 with one f32 scale per row and 128 columns (the block's max maps to
-    448, e4m3's largest finite value)."""
-    blocks = x.reshape(x.shape[0], -1, SCALE_BLOCK)
-    scale = np.maximum(np.abs(blocks).max(-1), 1e-12) / 448.0
-    q = (blocks / scale[..., None]).astype(ml_dtypes.float8_e4m3fn)
-    return q.reshape(x.shape), scale.astype(np.float32)
-
-
-def quantize_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x [N, K] as e4m3 with one f32 scale per 128x128 block."""
-    n, k = x.shape
-    blocks = x.reshape(n // SCALE_BLOCK, SCALE_BLOCK, k // SCALE_BLOCK, SCALE_BLOCK)
+def quantize(x: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """x [R, K] as e4m3 with one f32 scale per `rows` x 128 block (its max maps to 448, e4m3's
+    largest finite value): rows=1 for A's per-row scales, 128 for B's block scales."""
+    r, k = x.shape
+    blocks = x.reshape(r // rows, rows, k // SCALE_BLOCK, SCALE_BLOCK)
     scale = np.maximum(np.abs(blocks).max((1, 3)), 1e-12) / 448.0
     q = (blocks / scale[:, None, :, None]).astype(ml_dtypes.float8_e4m3fn)
-    return q.reshape(n, k), scale.astype(np.float32)
+    return q.reshape(r, k), scale.astype(np.float32)
 
 
 def reference_fp8(a: np.ndarray, a_scale: np.ndarray, bt: np.ndarray, bt_scale: np.ndarray
@@ -460,8 +452,8 @@ def main(devices: int = 4) -> None:
     _close(out, jnp.dot(x, w, preferred_element_type=F32), "matmul_reduce_scatter")
 
     k8 = 2 * SCALE_BLOCK  # two scale blocks: two K tiles per chunk
-    a8, a_scale = quantize_rows(rng.standard_normal((devices * m, k8), F32))
-    bt8, bt_scale = quantize_blocks(rng.standard_normal((devices * n, k8), F32))
+    a8, a_scale = quantize(rng.standard_normal((devices * m, k8), F32), 1)
+    bt8, bt_scale = quantize(rng.standard_normal((devices * n, k8), F32), SCALE_BLOCK)
     out = sharded(fp8_all_gather_matmul, (P(AXIS),) * 4, P(None, AXIS))(
         a8, a_scale, bt8, bt_scale)
     _close(out, reference_fp8(a8, a_scale, bt8, bt_scale), "fp8_all_gather_matmul")

@@ -107,7 +107,7 @@ def run_job(processes: int, libnvshmem: Path, cache: Path, tmp_path: Path, *,
         report = json.loads(lines[-1])
         assert "error" not in report, report["error"]
         reports.append(report)
-    logs = [fake_nvshmem.read_calls(tmp_path / f"nvshmem-{p}.jsonl") for p in range(processes)]
+    logs = [fake_driver.read_calls(tmp_path / f"nvshmem-{p}.jsonl") for p in range(processes)]
     return Job(reports, logs)
 
 

@@ -26,7 +26,8 @@ import pytest
 from smalti.sim import SimError, run_ptx
 from smalti.sim.ops import tcgen05_scales as scales
 from smalti.sim.ops.tcgen05_descriptors import BlockScaledDescriptor
-from tests.test_sim_tcgen05_copy import assembles, smem_descriptor, tmem_kernel
+from tests.tcgen05_ptx import assembles
+from tests.test_sim_tcgen05_copy import smem_descriptor, tmem_kernel
 
 SMEM = 40960
 A_BASE, B_BASE, SFA_BASE, SFB_BASE = 0, 16384, 32768, 36864

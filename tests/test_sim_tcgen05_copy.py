@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
 from smalti.sim import SimError, run_ptx
-from tests.tcgen05_ptx import staged_prologue
+from tests.tcgen05_ptx import assembles, copy_image, staged_prologue
 
 HEADER = """.version 8.8
 .target sm_100a
@@ -26,12 +25,6 @@ SMEM = 32768
 MODE = {None: 0, 128: 2, 64: 4, 32: 6}
 
 
-def assembles(ptx: str) -> None:
-    try:
-        find_tool("ptxas")
-    except ToolchainError:
-        return
-    compile_ptx(ptx, arch="sm_100a")
 
 
 def smem_descriptor(start: int, lbo: int, sbo: int, span: int | None = None) -> int:
@@ -231,20 +224,7 @@ def multicast_kernel(mask: int) -> str:
   shr.u32 %r2, %r1, 5;
   mov.u32 %r30, %cluster_ctarank;
   ld.param.u64 %rd1, [image];
-  mov.u32 %r3, smem;
-  mov.u32 %r4, %r1;
-COPY:
-  mul.wide.u32 %rd2, %r4, 16;
-  add.u64 %rd3, %rd1, %rd2;
-  ld.global.v4.b32 {{%r5, %r6, %r7, %r8}}, [%rd3];
-  shl.b32 %r14, %r4, 4;
-  add.u32 %r15, %r3, %r14;
-  st.shared.v4.b32 [%r15], {{%r5, %r6, %r7, %r8}};
-  add.u32 %r4, %r4, 128;
-  setp.lt.u32 %p1, %r4, {SMEM // 16};
-  @%p1 bra COPY;
-  fence.proxy.async.shared::cta;
-  setp.eq.u32 %p2, %r2, 0;
+{copy_image(SMEM)}  setp.eq.u32 %p2, %r2, 0;
   @!%p2 bra ALLOCATED;
   tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [slot], 32;
 ALLOCATED:

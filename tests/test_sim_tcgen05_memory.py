@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
 from smalti.sim import SimError, run_ptx
+from tests.tcgen05_ptx import assembles
 
 HEADER = """.version 8.7
 .target sm_100a
@@ -25,12 +25,6 @@ REGS = {"32x32b": 1, "16x64b": 1, "16x128b": 2, "16x256b": 4, "16x32bx2": 1}
 COLUMNS = {"32x32b": 1, "16x64b": 2, "16x128b": 4, "16x256b": 8, "16x32bx2": 1}
 
 
-def assembles(ptx: str) -> None:
-    try:
-        find_tool("ptxas")
-    except ToolchainError:
-        return
-    compile_ptx(ptx, arch="sm_100a")
 
 
 def figure(shape: str, num: int, split: int = 0) -> dict[tuple[int, int], tuple[int, int]]:

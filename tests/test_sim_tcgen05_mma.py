@@ -20,10 +20,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from smalti.ptx.toolchain import ToolchainError, compile_ptx, find_tool
 from smalti.sim import SimError, run_ptx
 from smalti.sim.ops.tcgen05_descriptors import InstructionDescriptor, SharedDescriptor
-from tests.tcgen05_ptx import staged_prologue
+from tests.tcgen05_ptx import assembles, staged_prologue
 
 HEADER = """.version 8.7
 .target sm_100a
@@ -37,12 +36,6 @@ MODE = {None: 0, 128: 2, 64: 4, 32: 6}
 A_BASE, B_BASE = 0, 65536
 
 
-def assembles(ptx: str) -> None:
-    try:
-        find_tool("ptxas")
-    except ToolchainError:
-        return
-    compile_ptx(ptx, arch="sm_100a")
 
 
 def smem_descriptor(start: int, lbo: int, sbo: int, span: int | None) -> int:

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from smalti.sim import SimError, run_ptx
-from tests.test_sim_tcgen05_copy import HEADER, assembles, canonical, smem_descriptor
+from tests.tcgen05_ptx import assembles, copy_image
+from tests.test_sim_tcgen05_copy import HEADER, canonical, smem_descriptor
 
 SMEM = 32768
 
@@ -63,20 +64,7 @@ def pair_kernel(n: int, steps: int, *, body: str | None = None, ncols: int | Non
   ld.param.u64 %rd1, [images];
   mul.wide.u32 %rd4, %r31, {SMEM};
   add.u64 %rd1, %rd1, %rd4;
-  mov.u32 %r3, smem;
-  mov.u32 %r4, %r1;
-COPY:
-  mul.wide.u32 %rd2, %r4, 16;
-  add.u64 %rd3, %rd1, %rd2;
-  ld.global.v4.b32 {{%r5, %r6, %r7, %r8}}, [%rd3];
-  shl.b32 %r14, %r4, 4;
-  add.u32 %r15, %r3, %r14;
-  st.shared.v4.b32 [%r15], {{%r5, %r6, %r7, %r8}};
-  add.u32 %r4, %r4, 128;
-  setp.lt.u32 %p1, %r4, {SMEM // 16};
-  @%p1 bra COPY;
-  fence.proxy.async.shared::cta;
-  setp.eq.u32 %p2, %r2, 0;
+{copy_image(SMEM)}  setp.eq.u32 %p2, %r2, 0;
   @!%p2 bra ALLOCATED;
   tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [slot], 256;
   tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;

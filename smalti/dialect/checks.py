@@ -28,13 +28,19 @@ def is_gmem_type(t: ir.Type) -> bool:
 SYMMETRIC_SPACE = "symmetric"  # memref<...xT, "symmetric">: a collective kernel's scratch
 
 
+def named_memory_space(t: ir.Type) -> str | None:
+    """The name of a memref's string memory space (`memref<..., "symmetric">`: "symmetric");
+    None for other types and spaces."""
+    if not isinstance(t, ir.MemRefType):
+        return None
+    space = ir.MemRefType(t).memory_space
+    return ir.StringAttr(space).value if isinstance(space, ir.StringAttr) else None
+
+
 def is_symmetric_type(t: ir.Type) -> bool:
     """A memref in the symmetric heap: global memory at the same offset on every device
     (`memref<..., "symmetric">`)."""
-    if not isinstance(t, ir.MemRefType):
-        return False
-    space = ir.MemRefType(t).memory_space
-    return isinstance(space, ir.StringAttr) and ir.StringAttr(space).value == SYMMETRIC_SPACE
+    return named_memory_space(t) == SYMMETRIC_SPACE
 
 
 def symmetric_memory_space() -> ir.Attribute:
@@ -60,10 +66,7 @@ TMEM_SPACE = "tmem"  # memref<LANESxCOLUMNSxT, "tmem">: a region of the CTA's te
 def is_tmem_type(t: ir.Type) -> bool:
     """A memref in tensor memory (`memref<..., "tmem">`, sm_100a): rows are TMEM lanes,
     columns the elements of each lane, packed `32 // bitwidth` to a 32-bit column."""
-    if not isinstance(t, ir.MemRefType):
-        return False
-    space = ir.MemRefType(t).memory_space
-    return isinstance(space, ir.StringAttr) and ir.StringAttr(space).value == TMEM_SPACE
+    return named_memory_space(t) == TMEM_SPACE
 
 
 def tmem_memory_space() -> ir.Attribute:

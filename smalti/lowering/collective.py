@@ -50,7 +50,7 @@ from smalti.lowering.barriers import leader
 from smalti.lowering.context import CollectiveParams, LoweringContext, layouts_of
 from smalti.lowering.memory import Access, global_accesses, slice_offset
 from smalti.lowering.registry import lowering_rule
-from smalti.lowering.scalar import constant_scalar
+from smalti.lowering.scalar import constant_scalar, element_address
 from smalti.lowering.values import (
     ELEMENT_TYPES,
     BufferValue,
@@ -120,15 +120,8 @@ def _device_count(ctx: LoweringContext, op: DeviceCountOp) -> None:
 
 def _peer_heap(ctx: LoweringContext, op: ir.OpView, device: ir.Value) -> Register:
     """The global address of `device`'s symmetric heap (a load from the peer table)."""
-    params = ctx.collective_params(op)
+    entry = element_address(ctx, op, device, POINTER_BYTES, ctx.collective_params(op).peers)
     b = ctx.builder
-    scalar = ctx.scalar(op, device)
-    if scalar.constant is not None:
-        entry = Address(params.peers, POINTER_BYTES * int(scalar.constant))
-    else:
-        low = (scalar.operand if scalar.type.bits == 32
-               else b.compute("cvt.u32.u64", "u32", scalar.operand))
-        entry = Address(b.compute("mad.wide.u32", "u64", low, POINTER_BYTES, params.peers))
     return b.compute("cvta.to.global.u64", "u64", b.compute("ld.global.u64", "u64", entry))
 
 
@@ -156,13 +149,7 @@ def _remote_ref(ctx: LoweringContext, op: RemoteRefOp) -> None:
 def _semaphore(ctx: LoweringContext, op: ir.OpView, semaphores: BufferValue,
                index: ir.Value) -> Address:
     """The address of semaphore `index` of the array."""
-    scalar = ctx.scalar(op, index)
-    if scalar.constant is not None:
-        return Address(semaphores.address, SEMAPHORE_BYTES * int(scalar.constant))
-    b = ctx.builder
-    low = b.compute("cvt.u32.u64", "u32", scalar.operand)
-    return Address(b.compute("mad.wide.u32", "u64", low, SEMAPHORE_BYTES,
-                             semaphores.address))
+    return element_address(ctx, op, index, SEMAPHORE_BYTES, semaphores.address)
 
 
 @lowering_rule(SemaphoreSignalOp)

@@ -13,7 +13,7 @@ from smalti.dialect.diagnostics import error_at
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.values import ELEMENT_TYPES, ScalarValue
-from smalti.ptx import Immediate
+from smalti.ptx import Address, Immediate, Register
 
 INDEX = ELEMENT_TYPES["index"]
 
@@ -53,6 +53,18 @@ def scalar_mul(ctx: LoweringContext, a: ScalarValue, b: ScalarValue) -> ScalarVa
         return constant_scalar(0, a.type)
     reg = ctx.builder.compute(f"mul.lo.{a.type.scalar}", a.type.scalar, a.operand, b.operand)
     return ScalarValue(reg, a.type, a.divisor * b.divisor)
+
+
+def element_address(ctx: LoweringContext, op: ir.OpView, index: ir.Value, stride: int,
+                    base: Register) -> Address:
+    """Entry `index` of a table of `stride`-byte entries at `base`: a constant index is the
+    address's offset, a traced one is narrowed to .u32 and scaled by mad.wide.u32."""
+    scalar = ctx.scalar(op, index)
+    if scalar.constant is not None:
+        return Address(base, stride * int(scalar.constant))
+    low = (scalar.operand if scalar.type.bits == 32
+           else ctx.builder.compute("cvt.u32.u64", "u32", scalar.operand))
+    return Address(ctx.builder.compute("mad.wide.u32", "u64", low, stride, base))
 
 
 def _dimension(op: GpuIdOp) -> int:

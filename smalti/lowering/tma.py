@@ -4,7 +4,7 @@ A shared-memory ref of TMA-compatible transforms is filled box by box: the box i
 innermost tile (the whole ref when untiled), grown along the first tiled dim while the
 tiles it covers are consecutive in shared memory; one `cp.async.bulk.tensor` per box. The
 kernel takes one tensor map per distinct (global ref, box, swizzle), in the order the ops
-first need them (`tensor_map_records`), as `.param .align 64 .b8 NAME[128]` parameters
+first need them (`declare_tensor_maps`), as `.param .align 64 .b8 NAME[128]` parameters
 after its arguments. Thread 0 of the warpgroup issues every copy.
 
 A `collective` async_load is shared by the n CTAs along the named cluster dims: the SMEM
@@ -16,6 +16,7 @@ seen from the CTA whose collective coordinates are 0, shifted by that CTA's rank
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from smalti.lowering.barriers import barrier_address, leader
 from smalti.lowering.context import LoweringContext, TensorMapKey
 from smalti.lowering.proxy import publish_smem_writes
 from smalti.lowering.registry import lowering_rule
+from smalti.lowering.scalar import element_address
 from smalti.lowering.smem import SmemRef, inferred_transforms, smem_address, smem_ref, static_offset
 from smalti.lowering.smem_order import order_async_write
 from smalti.lowering.values import ELEMENT_TYPES, ElementType
@@ -170,10 +172,9 @@ def global_origin(op: AsyncCopyOp) -> GlobalOrigin:
                        "(smalti.slice_symmetric, or smalti.remote_ref of one) as the global ref")
 
 
-def _record(op: AsyncCopyOp, param: str) -> TensorMapRecord:
-    """The tensor map one async op needs (named `param`)."""
+def _record(op: AsyncCopyOp, origin: GlobalOrigin, param: str = "") -> TensorMapRecord:
+    """The tensor map one async op (its global ref `origin`) needs, named `param`."""
     smem = op.shared_ref
-    origin = global_origin(op)
     transforms = inferred_transforms(op, "in_transforms", 0)
     smem_type = ir.MemRefType(smem.type)
     shape = tuple(smem_type.shape)
@@ -214,24 +215,19 @@ def _async_copies(func: ir.Operation) -> list[AsyncCopyOp]:
     return ops
 
 
-def tensor_map_records(func: ir.Operation) -> tuple[TensorMapRecord, ...]:
-    """Every tensor map the kernel's async ops need, deduplicated, in first-use order."""
+def declare_tensor_maps(ctx: LoweringContext, func: ir.Operation) -> None:
+    """Add the kernel's tensor-map parameters (after its arguments), one per distinct map its
+    async ops need in first-use order, take their generic addresses (TMA reads the map
+    through one), and record them for the launch ABI. A map of a symmetric buffer is an
+    array of one map per device."""
     records: dict[TensorMapKey, TensorMapRecord] = {}
     for op in _async_copies(func):
-        record = _record(op, "")
-        if _key(record) not in records:
-            records[_key(record)] = _record(op, f"tmap{len(records)}")
-    return tuple(records.values())
-
-
-def declare_tensor_maps(ctx: LoweringContext, func: ir.Operation) -> None:
-    """Add the kernel's tensor-map parameters (after its arguments), take their generic
-    addresses (TMA reads the map through one), and record them for the launch ABI. A map of
-    a symmetric buffer is an array of one map per device."""
-    ctx.tensor_map_records = tensor_map_records(func)
-    ctx.symmetric_stores = any(isinstance(op, AsyncStoreOp)
-                               and global_origin(op).symmetric_offset is not None
-                               for op in _async_copies(func))
+        origin = global_origin(op)
+        record = _record(op, origin)
+        records.setdefault(_key(record), dataclasses.replace(record, param=f"tmap{len(records)}"))
+        if isinstance(op, AsyncStoreOp) and origin.symmetric_offset is not None:
+            ctx.symmetric_stores = True
+    ctx.tensor_map_records = tuple(records.values())
     devices = ctx.signature.collective.devices if ctx.signature.collective else 1
     for record in ctx.tensor_map_records:
         copies = devices if record.symmetric_offset is not None else 1
@@ -241,26 +237,23 @@ def declare_tensor_maps(ctx: LoweringContext, func: ir.Operation) -> None:
         ctx.tensor_maps[_key(record)] = ctx.builder.compute("cvta.param.u64", "u64", param)
 
 
-def _tensor_map(ctx: LoweringContext, op: AsyncCopyOp) -> Register:
+def _tensor_map(ctx: LoweringContext, op: AsyncCopyOp, origin: GlobalOrigin) -> Register:
     """The generic address of the op's tensor map; for a symmetric buffer, the entry of
     the device whose copy it is (its own by default)."""
-    base = ctx.tensor_maps[_key(_record(op, ""))]
-    origin = global_origin(op)
+    base = ctx.tensor_maps[_key(_record(op, origin))]
     if origin.symmetric_offset is None:
         return base
-    b = ctx.builder
     if origin.device is None:
         key = ("own tensor map", base.name)
         if key not in ctx.cache:
-            ctx.cache[key] = b.compute("mad.wide.u32", "u64", ctx.collective_params(op).device,
-                                       TENSOR_MAP_BYTES, base)
+            ctx.cache[key] = ctx.builder.compute("mad.wide.u32", "u64",
+                                                 ctx.collective_params(op).device,
+                                                 TENSOR_MAP_BYTES, base)
         return ctx.cache[key]
-    scalar = ctx.scalar(op, origin.device)
-    if scalar.constant is not None:
-        return b.compute("add.s64", "u64", base, TENSOR_MAP_BYTES * int(scalar.constant))
-    low = (scalar.operand if scalar.type.bits == 32
-           else b.compute("cvt.u32.u64", "u32", scalar.operand))
-    return b.compute("mad.wide.u32", "u64", low, TENSOR_MAP_BYTES, base)
+    entry = element_address(ctx, op, origin.device, TENSOR_MAP_BYTES, base)
+    if not entry.offset:
+        return entry.base
+    return ctx.builder.compute("add.s64", "u64", entry.base, entry.offset)
 
 
 def _copies(ctx: LoweringContext, op: AsyncCopyOp, ref: SmemRef, part: Register | None = None):
@@ -304,10 +297,11 @@ def _async_load(ctx: LoweringContext, op: AsyncLoadOp) -> None:
     order_async_write(ctx, ref.start, ref.stop)
     bars = smem_ref(ctx, op, op.barriers)
     barrier = barrier_address(ctx, op, bars, op.barrier_index)
-    tmap = _tensor_map(ctx, op)
+    origin = global_origin(op)
+    tmap = _tensor_map(ctx, op, origin)
     rank = ir.MemRefType(op.source.type).rank
     guard = Guard(leader(ctx))
-    if global_origin(op).symmetric_offset is not None:  # written through the generic proxy
+    if origin.symmetric_offset is not None:  # written through the generic proxy
         ctx.builder.emit("fence.proxy.async.global", guard=guard)
     opcode = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
               "mbarrier::complete_tx::bytes")
@@ -351,7 +345,7 @@ def _async_store(ctx: LoweringContext, op: AsyncStoreOp) -> None:
     """Publish the warpgroup's SMEM writes to the async proxy (when any), then thread 0
     stores."""
     ref = smem_ref(ctx, op, op.source)
-    tmap = _tensor_map(ctx, op)
+    tmap = _tensor_map(ctx, op, global_origin(op))
     rank = ir.MemRefType(op.destination.type).rank
     b = ctx.builder
     publish_smem_writes(ctx)

@@ -57,13 +57,17 @@ OOB_FILLS = {0, 1}  # NONE, NAN_REQUEST_ZERO_FMA
 
 def build(directory: Path) -> Path:
     """Compile the stand-in to `directory`/libcuda.so.1 (what SMALTI_LIBCUDA points at)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    output = directory / "libcuda.so.1"
+    return build_stand_in(SOURCE, directory / "libcuda.so.1")
+
+
+def build_stand_in(source: Path, output: Path) -> Path:
+    """Compile a stand-in library's C++ `source` to the shared object `output`."""
+    output.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall", "-Wextra",
-                           "-fvisibility=hidden", str(SOURCE), "-o", str(output)],
+                           "-fvisibility=hidden", str(source), "-o", str(output)],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        raise RuntimeError(f"compiling {SOURCE.name} failed:\n{done.stderr}")
+        raise RuntimeError(f"compiling {source.name} failed:\n{done.stderr}")
     return output
 
 

@@ -4,9 +4,9 @@ the calls it recorded, and the addresses it hands out for other PEs' heaps and f
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
+
+from tests.launcher.fake_driver import build_stand_in
 
 SOURCE = Path(__file__).with_name("fake_nvshmem.cc")
 LOG_VARIABLE = "SMALTI_FAKE_NVSHMEM_LOG"  # where the stand-in appends its JSON lines
@@ -20,21 +20,7 @@ FILL = 0xA5  # what a fresh heap holds
 
 def build(directory: Path) -> Path:
     """Compile the stand-in to `directory`/libnvshmem_host.so.3 (what SMALTI_LIBNVSHMEM names)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    output = directory / "libnvshmem_host.so.3"
-    done = subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall", "-Wextra",
-                           "-fvisibility=hidden", str(SOURCE), "-o", str(output)],
-                          capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"compiling {SOURCE.name} failed:\n{done.stderr}")
-    return output
-
-
-def read_calls(log: Path) -> list[dict]:
-    """The recorded calls, in order (none when nothing was recorded)."""
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines() if line]
+    return build_stand_in(SOURCE, directory / "libnvshmem_host.so.3")
 
 
 def peer_address(pe: int, index: int, offset: int = 0) -> int:
