@@ -1,7 +1,8 @@
 """The multicast reference matmul (examples/matmul_256x128x64_multicast.mlir): clusters of two
 CTAs share each B tile through TMA multicast and release pipeline stages to each other with
 collective arrives; ptxas, SASS, simulator numbers, and bugs planted in the generated PTX
-(a missing or misdirected release, a missing wait, a wait at CTA scope, an early exit)."""
+(a missing or misdirected release, a missing wait, an early exit); waits at CTA scope order
+no generic access there, so they are no bug."""
 
 from __future__ import annotations
 
@@ -111,13 +112,25 @@ def _released_to_itself() -> str:
     # the producer refills stage 0 without waiting until both CTAs are done with it
     (lambda: _planted(_wait_loop(0)), "that the TMA load at line [0-9]+ still owns|1 arrivals"
      " on the mbarrier at shared address 0x0 whose current phase awaits only 0"),
-    # the waits acquire at CTA scope only: they do not synchronise with the peer's release
-    (lambda: compiled().ptx.replace("try_wait.parity.acquire.cluster", "try_wait.parity"),
-     r"only a wait with \.acquire\.cluster synchronises"),
-], ids=["no-release", "no-empty-wait", "cta-scope-wait"])
+], ids=["no-release", "no-empty-wait"])
 def test_a_planted_bug_is_reported_under_every_policy(policy, seed, bug, error):
     with pytest.raises(SimError, match=error):
         _run_ptx(bug(), policy, seed)
+
+
+def test_waits_at_cta_scope_order_no_generic_access_so_the_numbers_stand():
+    """Waits acquiring at CTA scope do not synchronise with the peer's cluster-scope
+    releases, but what those order (wgmma reads of a stage, the TMA multicast refilling it)
+    moves through the async proxy, not generic accesses: no data race, and the result holds
+    (sim/ops/mbarrier.py; a generic access they fail to order is a race, test_sim_cluster)."""
+    ptx = compiled().ptx.replace("try_wait.parity.acquire.cluster", "try_wait.parity")
+    signature = compiled().signature()
+    a, b, c = _inputs()
+    buffers = check_arguments(signature, (a, b, c))
+    run_ptx(ptx, signature.name, signature.grid, signature.block,
+            [*buffers, *sim_tensor_maps(signature, buffers)], signature.smem_bytes,
+            cluster=signature.cluster)
+    _assert_within_one_ulp(buffers[-1], a, b)
 
 
 @pytest.mark.parametrize("bug, error", [

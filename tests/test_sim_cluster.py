@@ -390,7 +390,8 @@ def test_a_mask_naming_ctas_outside_the_cluster_faults():
 
 # A remote arrive orders the arriving thread's accesses before the waiter's only when both
 # synchronise at cluster scope (PTX ISA, "Memory Consistency Model": the release and the
-# acquire must each have the other's thread in scope).
+# acquire must each have the other's thread in scope). Otherwise the waiter's read of what
+# CTA 1 stored into its buf is a data race, reported with both lines and the wait.
 def _remote_arrive_kernel(arrive: str = "mbarrier.arrive.release.cluster.shared::cluster.b64",
                           wait: str = "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"
                           ) -> str:
@@ -409,8 +410,10 @@ def _remote_arrive_kernel(arrive: str = "mbarrier.arrive.release.cluster.shared:
                                   "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64",
                                   "mbarrier.test_wait.parity.shared::cta.b64"])
 def test_a_wait_at_cta_scope_does_not_acquire_a_remote_release(policy, seed, wait):
-    with pytest.raises(SimError, match=r"this wait \(\.acquire\.cta\) observes an mbarrier "
-                                       r"phase a thread of another CTA arrived on"):
+    with pytest.raises(SimError, match=r"race: read .* \(another CTA's write at line 32\); the "
+                                       r"mbarrier wait at line 38 \(\.acquire\.cta\) observed a "
+                                       r"phase a thread of another CTA arrived on at line 35 "
+                                       r"\(\.release\.cluster\).* at line 43: `ld\.shared"):
         run_ptx(_remote_arrive_kernel(wait=wait), "k", 2, 32, [np.zeros(64, np.uint32)],
                 cluster=2, async_completion=policy, seed=seed)
 
@@ -420,7 +423,9 @@ def test_a_wait_at_cta_scope_does_not_acquire_a_remote_release(policy, seed, wai
     ("mbarrier.arrive.shared::cluster.b64", r"\.release\.cta"),  # the ISA's defaults
 ])
 def test_a_remote_arrive_released_at_cta_scope_is_reported(arrive, semantics):
-    with pytest.raises(SimError, match=f"arrived on with {semantics} semantics"):
+    with pytest.raises(SimError, match=f"race: read .*arrived on at line 35 \\({semantics}\\), "
+                                       r"which orders nothing between the CTAs: arrive with "
+                                       r"\.release\.cluster and wait with \.acquire\.cluster"):
         run_ptx(_remote_arrive_kernel(arrive=arrive), "k", 2, 32, [np.zeros(64, np.uint32)],
                 cluster=2)
 
@@ -520,3 +525,46 @@ DONE:"""
                                        "has exited"):
         run_ptx(text, "k", 2, 32, [TensorMap(source, (8, 32)), np.zeros(1, np.uint32)],
                 cluster=2)
+
+
+def test_a_ctas_shared_addresses_carry_its_cluster_rank():
+    """A CTA's .shared::cta addresses are its .shared::cluster ones, rank * 2^24 + offset (as
+    on hardware: CUTLASS's 2-SM kernels clear bit 24 of a local mbarrier address to name the
+    even CTA of the pair). Each CTA stores its `bar` address and mapa of it to rank 0; rank 1
+    arrives on rank 0's barrier through its own address with bit 24 cleared."""
+    body = """
+	setp.ne.u32 	%p1, %r2, 0;
+	@%p1 bra 	INIT_DONE;
+	mbarrier.init.shared::cta.b64 	[bar], 1;
+	fence.mbarrier_init.release.cluster;
+INIT_DONE:
+	barrier.cluster.arrive.release.aligned;
+	barrier.cluster.wait.acquire.aligned;
+	mov.u32 	%r9, bar;
+	mapa.shared::cluster.u32 	%r10, %r9, 0;
+	@!%p1 bra 	WAIT;
+	and.b32 	%r11, %r9, 0xFEFFFFFF;
+	mbarrier.arrive.release.cluster.shared::cluster.b64 	_, [%r11];
+	bra.uni 	DONE;
+WAIT:
+	mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 	%p3, [bar], 0;
+	@!%p3 bra 	WAIT;
+DONE:
+	barrier.cluster.arrive.release.aligned;
+	barrier.cluster.wait.acquire.aligned;""" + store_word("%r9", 0, 2) + store_word("%r10", 1, 2)
+    ptx = kernel(body, shared=".shared .align 8 .b64 bar;")
+    out = np.zeros((2, 2), np.uint32)
+    run_ptx(ptx, "k", 2, 1, [out], cluster=2)
+    assert out[1, 0] == out[0, 0] | (1 << 24)
+    np.testing.assert_array_equal(out[:, 1], out[0, 0])
+
+
+def test_a_shared_cta_access_to_another_ctas_address_is_reported():
+    body = """
+	mov.u32 	%r9, bar;
+	xor.b32 	%r9, %r9, 0x1000000;
+	ld.shared::cta.u64 	%rd5, [%r9];"""
+    with pytest.raises(SimError, match=r"not in the executing CTA's shared memory \(cluster "
+                                       r"rank 0\): use \.shared::cluster"):
+        run_ptx(kernel(body, shared=".shared .align 8 .b64 bar;"), "k", 2, 1,
+                [np.zeros(2, np.uint32)], cluster=2)

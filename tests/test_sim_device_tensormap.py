@@ -164,6 +164,27 @@ def test_encode_tiled_arguments_with_a_unit_dimension_of_stride_zero():
     np.testing.assert_array_equal(out.view(np.float32).reshape(16, 32), a)
 
 
+def test_encode_tiled_16u4_align8b_copies_packed_nibbles():
+    """CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B (13): dimensions and box count 4-bit elements,
+    packed two to a byte in global and shared memory alike (CUTLASS's NVFP4 operands): a
+    box of 128 elements x 8 rows is 64 bytes a row, under the 64-byte swizzle."""
+    packed = np.random.default_rng(3).integers(0, 256, (16, 64), dtype=np.uint8)
+    encoded = TensorMapEncodeTiled(packed, 13, (128, 16, 1), (64, 0), (128, 8, 1),
+                                   swizzle="64B")
+    assert encoded.tensor_map().array.shape == (1, 16, 64)
+    ptx = tma_load_kernel(3, [(0, (0, 8, 0))], 512, 1024)
+    out = np.zeros(512, np.uint8)
+    run_ptx(ptx, "tma_load", 1, 128, [encoded, out])
+    rows = out.reshape(8, 64)
+    chunks = np.arange(4)[None, :] ^ ((np.arange(8)[:, None] // 2) % 4)  # 64B: a ^ (a>>7&3)<<4
+    for r in range(8):
+        for c in range(4):
+            np.testing.assert_array_equal(rows[r, 16 * chunks[r, c]:16 * chunks[r, c] + 16],
+                                          packed[8 + r, 16 * c:16 * c + 16])
+    with pytest.raises(ValueError, match="multiples of 16 elements"):
+        TensorMapEncodeTiled(packed, 13, (120, 16, 1), (64, 0), (120, 8, 1)).tensor_map()
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"global_strides": (100, 0)}, "multiples of 16"),
     ({"global_strides": (128, 128), "global_dim": (32, 16, 2)}, "spans bytes"),

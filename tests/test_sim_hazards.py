@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from smalti.sim import SimError, TensorMap, run_ptx
 from tests.async_kernels import HEADER, tma_load_kernel, tma_store_kernel, wgmma_kernel
+from tests.test_sim_cluster import kernel as cluster_kernel
 
 POLICIES = ["eager", "latest", "random"]
 
@@ -166,3 +169,150 @@ def test_out_of_bounds_global_access():
     ptx = RACE.replace("BARRIER", "bar.sync 0;")
     fails_at(ptx, "race", [np.zeros(64, np.uint32)], "st.global.u32",
              "out-of-bounds global store")
+
+
+# Cross-CTA mbarrier signals (sim/ops/mbarrier.py): a wait that observes another CTA's arrive
+# orders that CTA's accesses before its own only when the arrive releases, and the wait
+# acquires, at .cluster scope. At the default .cta scope nothing is ordered between the CTAs,
+# which is a bug only when a generic access then races with one of the other CTA's.
+CLUSTER_SCOPE = (".release.cluster", ".acquire.cluster")
+CTA_SCOPE = ("", "")  # the ISA's defaults: .release.cta and .acquire.cta
+
+
+def _slot_ring_kernel(scope: tuple[str, str]) -> str:
+    """Thread 0 of CTA 0 multicasts two 8x32 f32 tiles in turn into one slot of both CTAs;
+    each CTA copies the slot out with cp.async.bulk (out[round][cta]), and CTA 1 then tells
+    CTA 0 the slot is free with an arrive on CTA 0's `empty` barrier, at `scope`. Everything
+    the arrive orders moves through the async proxy."""
+    release, acquire = scope
+    return cluster_kernel(f"""
+	setp.ne.u32 	%p1, %r1, 0;
+	@%p1 bra 	INIT_DONE;
+	mbarrier.init.shared::cta.b64 	[full], 1;
+	mbarrier.init.shared::cta.b64 	[empty], 1;
+INIT_DONE:
+	fence.mbarrier_init.release.cluster;
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	@%p1 bra 	END;
+	mov.u16 	%rs1, 3;
+	setp.ne.u32 	%p4, %r2, 0;
+	mov.u32 	%r9, %ctaid.x;
+	mul.wide.u32 	%rd5, %r9, 1024;
+	add.s64 	%rd6, %rd1, %rd5;
+	mbarrier.arrive.expect_tx.shared::cta.b64 	%rd2, [full], 1024;
+	@%p4 bra 	ISSUED0;
+	cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [smem], [tmap, {{0, 0}}], [full], %rs1;
+ISSUED0:
+	mbarrier.try_wait.parity.shared::cta.b64 	%p2, [full], 0;
+	@!%p2 bra 	ISSUED0;
+	cp.async.bulk.global.shared::cta.bulk_group 	[%rd6], [smem], 1024;
+	cp.async.bulk.commit_group;
+	cp.async.bulk.wait_group.read 	0;
+	mbarrier.arrive.expect_tx.shared::cta.b64 	%rd2, [full], 1024;
+	@!%p4 bra 	EMPTY;
+	mov.u32 	%r10, empty;
+	mapa.shared::cluster.u32 	%r11, %r10, 0;
+	mbarrier.arrive{release}.shared::cluster.b64 	_, [%r11];
+	bra.uni 	ISSUED1;
+EMPTY:
+	mbarrier.try_wait.parity{acquire}.shared::cta.b64 	%p3, [empty], 0;
+	@!%p3 bra 	EMPTY;
+	cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [smem], [tmap, {{0, 8}}], [full], %rs1;
+ISSUED1:
+	mbarrier.try_wait.parity.shared::cta.b64 	%p2, [full], 1;
+	@!%p2 bra 	ISSUED1;
+	add.s64 	%rd6, %rd6, 2048;
+	cp.async.bulk.global.shared::cta.bulk_group 	[%rd6], [smem], 1024;
+	cp.async.bulk.commit_group;
+	cp.async.bulk.wait_group 	0;
+END:
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;""", params=".param .align 64 .b8 tmap[128], .param .u64 out",
+                          shared=""".shared .align 1024 .b8 smem[1024];
+	.shared .align 8 .b64 full;
+	.shared .align 8 .b64 empty;
+	.reg .b16 	%rs<2>;""")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("scope", [CTA_SCOPE, CLUSTER_SCOPE], ids=["cta", "cluster"])
+def test_a_cross_cta_arrive_guarding_only_async_proxy_data_needs_no_cluster_scope(policy,
+                                                                                  scope):
+    source = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    out = np.zeros((2, 2, 8, 32), np.float32)  # round, CTA, tile
+    run_ptx(_slot_ring_kernel(scope), "k", 2, 32, [TensorMap(source, (8, 32)), out],
+            cluster=2, async_completion=policy, seed=1)
+    np.testing.assert_array_equal(out, np.broadcast_to(source.reshape(2, 1, 8, 32), out.shape))
+
+
+def _handoff_kernel(scope: tuple[str, str], store: str = "st.shared::cluster.u32") -> str:
+    """CTA 1 stores a word per thread into CTA 0's buf (generic proxy), then arrives on CTA
+    0's barrier at `scope`; CTA 0 waits and reads the words back (to out[thread])."""
+    release, acquire = scope
+    return cluster_kernel(f"""
+	setp.ne.u32 	%p1, %r1, 0;
+	@%p1 bra 	INIT_DONE;
+	mbarrier.init.shared::cta.b64 	[bar], 32;
+INIT_DONE:
+	fence.mbarrier_init.release.cluster;
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	shl.b32 	%r5, %r1, 2;
+	mov.u32 	%r4, buf;
+	add.u32 	%r6, %r4, %r5;
+	setp.eq.u32 	%p2, %r2, 0;
+	@%p2 bra 	CONSUMER;
+	mapa.shared::cluster.u32 	%r7, %r6, 0;
+	mul.lo.u32 	%r8, %r1, 3;
+	{store} 	[%r7], %r8;
+	mov.u32 	%r9, bar;
+	mapa.shared::cluster.u32 	%r10, %r9, 0;
+	mbarrier.arrive{release}.shared::cluster.b64 	_, [%r10];
+	bra.uni 	END;
+CONSUMER:
+	mbarrier.try_wait.parity{acquire}.shared::cta.b64 	%p3, [bar], 0;
+	@!%p3 bra 	CONSUMER;
+	ld.shared.u32 	%r11, [%r6];
+	cvt.u64.u32 	%rd3, %r5;
+	add.s64 	%rd4, %rd1, %rd3;
+	st.global.u32 	[%rd4], %r11;
+END:
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;""", shared=""".shared .align 16 .b8 buf[128];
+	.shared .align 8 .b64 bar;""")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("scope", [CTA_SCOPE, (".release.cluster", ""), ("", ".acquire.cluster")],
+                         ids=["cta", "cta-wait", "cta-arrive"])
+def test_a_cross_cta_arrive_guarding_a_generic_store_is_a_race_without_cluster_scope(policy,
+                                                                                     scope):
+    ptx = _handoff_kernel(scope)
+    release = ".release.cluster" if scope[0] else ".release.cta"
+    acquire = ".acquire.cluster" if scope[1] else ".acquire.cta"
+    error = fails_at_cluster(ptx, "ld.shared.u32", policy, (
+        rf"shared-memory race: read of shared address 0x[0-9a-f]+ .*another CTA's write at "
+        rf"line {line_of(ptx, 'st.shared::cluster.u32')}\); the mbarrier wait at line "
+        rf"{line_of(ptx, 'mbarrier.try_wait')} \({re.escape(acquire)}\) observed a phase a "
+        rf"thread of another CTA arrived on at line {line_of(ptx, 'mbarrier.arrive')} "
+        rf"\({re.escape(release)}\), which orders nothing between the CTAs: arrive with "
+        r"\.release\.cluster and wait with \.acquire\.cluster"))
+    assert error.thread is not None and "block (0, 0, 0)" in error.thread
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_cross_cta_arrive_at_cluster_scope_orders_a_generic_store(policy):
+    out = np.zeros(64, np.uint32)
+    run_ptx(_handoff_kernel(CLUSTER_SCOPE), "k", 2, 32, [out], cluster=2,
+            async_completion=policy, seed=1)
+    np.testing.assert_array_equal(out[:32], 3 * np.arange(32))
+
+
+def fails_at_cluster(ptx: str, needle: str, policy: str, match: str) -> SimError:
+    """The SimError of running `ptx` on a 2-CTA cluster, checked to be at `needle`'s line."""
+    with pytest.raises(SimError, match=match) as info:
+        run_ptx(ptx, "k", 2, 32, [np.zeros(64, np.uint32)], cluster=2, async_completion=policy,
+                seed=1)
+    assert info.value.line == line_of(ptx, needle), str(info.value)
+    return info.value

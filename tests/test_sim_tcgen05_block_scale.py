@@ -340,3 +340,31 @@ def test_f8f6f4_sub_byte_types_without_scales(atype: str, btype: str) -> None:
         part = slice(32 * s, 32 * (s + 1))
         expected = (expected + a[:, part] @ b[:, part].T).astype(np.float32)
     np.testing.assert_array_equal(out, expected)
+
+
+def with_scale_bytes(ptx: str, ids: list[int]) -> str:
+    """Step s's scale-factor TMEM addresses with ids[s] in bits 31-30 (CUTLASS's addressing)."""
+    for s, ident in enumerate(ids):
+        step = f"  setp.ne.u32 %p3, {s}, 0;"
+        assert ptx.count(step) == 1
+        ptx = ptx.replace(step, f"  or.b32 %r23, %r23, {ident << 30};\n"
+                                f"  or.b32 %r24, %r24, {ident << 30};\n{step}")
+    return ptx
+
+
+def test_scale_addresses_may_carry_their_byte_in_bits_31_30() -> None:
+    """CUTLASS puts the byte of the 32-bit column its scales start at in bits 31-30 of the
+    scale-factor TMEM addresses as well as in the instruction descriptor's data IDs; the
+    lane is bits 29-16. An address whose byte disagrees with the data ID is reported."""
+    ptx, image, descs, idescs, expected = scaled_case("mxf8f6f4", ".scale_vec::1X", "e4m3",
+                                                      "e4m3", "ue8m0", 128)
+    args = [image, np.array(descs, np.uint64), None, np.array(idescs, np.uint32)]
+    marked = with_scale_bytes(ptx, [0, 1, 2, 3])
+    assembles(marked)
+    out = args[2] = np.zeros((128, 128), np.float32)
+    run_ptx(marked, "tmem", 1, 128, args)
+    np.testing.assert_array_equal(out, expected)
+    args[2] = np.zeros((128, 128), np.float32)
+    with pytest.raises(SimError, match="scale factors of A are addressed at byte 2 of their "
+                                       "column, but the instruction descriptor's data ID is 1"):
+        run_ptx(with_scale_bytes(ptx, [0, 2, 2, 3]), "tmem", 1, 128, args)

@@ -137,11 +137,15 @@ def mn_major(smem: np.ndarray, base: int, mat: np.ndarray, span: int | None) -> 
 # -- kernels -------------------------------------------------------------------------------
 
 def mma_kernel(n: int, steps: int, kind: str, *, a_tmem_words: int = 0, commit: bool = True,
-               wait: bool = True, smem_bytes: int = 131072) -> str:
+               wait: bool = True, smem_bytes: int = 131072, last: str = "%p3",
+               commits: bool = False) -> str:
     """128 threads: copy the shared image from global, allocate 512 columns, thread 0 issues
     `steps` MMAs (descriptors from `descs`: A, B per step; D += from the second on) and a
     commit; everyone waits, then each warp reads its 32 lanes of D (N columns) to out. With
-    `a_tmem_words`, A is first stored to tensor memory at column 256 (row i in lane i)."""
+    `a_tmem_words`, A is first stored to tensor memory at column 256 (row i in lane i).
+    `last`: the operands after idesc of the last MMA (%r24..%r27 hold 0x0000FFFF, 0, 1,
+    0x80000000 for a disable-output-lane vector). `commits`: thread 0 commits every MMA to
+    a barrier nobody waits on (`side`) and only then to the waited one."""
     a_operand = "[%r20]" if a_tmem_words else "%rd20"
     body = []
     for s in range(steps):
@@ -150,7 +154,11 @@ def mma_kernel(n: int, steps: int, kind: str, *, a_tmem_words: int = 0, commit: 
         body.append(f"""{a_load}
   ld.global.u64 %rd21, [%rd11+{16 * s + 8}];
   setp.ne.u32 %p3, {s}, 0;
-  tcgen05.mma.cta_group::1.kind::{kind} [%r9], {a_operand}, %rd21, %r10, %p3;""")
+  tcgen05.mma.cta_group::1.kind::{kind} [%r9], {a_operand}, %rd21, %r10, \
+{last if s == steps - 1 else "%p3"};""")
+        if commits:
+            body.append("  tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster"
+                        ".b64 [side];")
     a_store = ""
     if a_tmem_words:
         words = ", ".join(f"%a{i}" for i in range(a_tmem_words))
@@ -190,10 +198,16 @@ WAIT:
   .reg .b32 %a<{max(a_tmem_words, 1)}>;
   .reg .b64 %rd<40>;
   .reg .pred %p<8>;
-{staged_prologue(smem_bytes)}  ld.param.u32 %r10, [idesc];
+{staged_prologue(smem_bytes)}  .shared .align 8 .b64 side;
+  ld.param.u32 %r10, [idesc];
   ld.param.u64 %rd11, [descs];
 {a_store}
+  mov.b32 %r24, 0x0000FFFF;
+  mov.b32 %r25, 0;
+  mov.b32 %r26, 1;
+  mov.b32 %r27, 0x80000000;
   @!%p5 bra ISSUED;
+  mbarrier.init.shared::cta.b64 [side], {steps};
 {chr(10).join(body)}
   {"tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [bar];" if commit else ""}
 ISSUED:{waiting}
@@ -378,3 +392,47 @@ def test_m64_puts_sixteen_rows_in_each_lane_quarter(policy: str) -> None:
     rows = [32 * (i // 16) + i % 16 for i in range(64)]
     np.testing.assert_array_equal(out[rows], a.astype(np.float64) @ b.astype(np.float64).T)
     assert not out[[r + 16 for r in rows]].any()
+
+
+def step_products(a: np.ndarray, b: np.ndarray, steps: int) -> list[np.ndarray]:
+    """Each MMA's A @ B^T over its slice of K (float64)."""
+    k = a.shape[1] // steps
+    return [a[:, k * s:k * (s + 1)].astype(np.float64) @ b[:, k * s:k * (s + 1)].astype(
+        np.float64).T for s in range(steps)]
+
+
+def test_disable_output_lane_and_scale_input_d() -> None:
+    """The last MMA masks lanes 0-15, 64 and 127 (bit i of the four-word vector, lowest word
+    first: 0x0000FFFF, 0, 1, 0x80000000), which keep the sum so far, and scales the old D by
+    2^-2 everywhere else (PTX ISA, "tcgen05.mma": disable-output-lane, scale-input-d)."""
+    a, b = operands("bf16", 64, 64, seed=6)
+    image = np.zeros(131072, np.uint8)
+    descs = [v for pair in zip(k_major(image, A_BASE, a, 128), k_major(image, B_BASE, b, 128),
+                               strict=True) for v in pair]
+    ptx = mma_kernel(64, 4, "f16", last="{%r24, %r25, %r26, %r27}, %p3, 2")
+    assembles(ptx)
+    out = run_mma(ptx, image, descs, instruction_descriptor("bf16", "bf16", 64), 64)
+    *first, final = step_products(a, b, 4)
+    before = sum(first)
+    expected = final + before / 4
+    masked = [*range(16), 64, 127]
+    expected[masked] = before[masked]
+    np.testing.assert_array_equal(out, expected.astype(np.float32))
+
+
+def test_scale_input_d_needs_f16_or_tf32() -> None:
+    ptx = mma_kernel(64, 1, "f8f6f4", last="%p3, 1")
+    with pytest.raises(SimError, match=r"scale-input-d needs \.kind::f16 or \.kind::tf32"):
+        run_mma(ptx, np.zeros(131072, np.uint8), [0, 0], 0, 64)
+
+
+def test_a_commit_tracks_mmas_an_earlier_commit_tracked() -> None:
+    """tcgen05.commit tracks all the thread's prior tcgen05 operations: CUTLASS commits each
+    K block's MMAs to the stage's empty barrier, then once more to the accumulator's full
+    barrier, which the epilogue waits on before reading D."""
+    image, descs, idesc, expected = small_case()
+    ptx = mma_kernel(64, 4, "f16", commits=True)
+    assembles(ptx)
+    for policy in ("eager", "latest"):
+        np.testing.assert_array_equal(run_mma(ptx, image, descs, idesc, 64, policy=policy),
+                                      expected)

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from smalti.sim import SimError, run_ptx
+from smalti.sim import SimError, TensorMapEncodeTiled, run_ptx
 from tests.tcgen05_ptx import assembles, copy_image
 from tests.test_sim_tcgen05_copy import HEADER, canonical, smem_descriptor
 
@@ -167,3 +167,87 @@ def test_pair_needs_a_cluster_and_m256() -> None:
     with pytest.raises(SimError, match=r"M = 128; \.cta_group::2 supports M = 256"):
         run_ptx(pair_kernel(64, 1, m=128), "pair", 2, 128,
                 [images, descs, np.zeros((256, 64), np.float32)], cluster=2)
+
+
+def pair_tma_kernel(group: str) -> str:
+    """Two CTAs of a cluster, 32 threads each: each CTA's thread 0 TMA-loads its 8 x 32 box
+    (rows 8 * rank ..) of `tmap` into its `tile`, signalling rank 0's `bar` (its own address
+    with bit 24 cleared, as CUTLASS's 2-SM mainloop does) with `.cta_group`; rank 0 waits for
+    both boxes' bytes, then copies its tile and rank 1's (through mapa) to out."""
+    return HEADER + f"""
+.visible .entry k(.param .align 64 .b8 tmap[128], .param .u64 out)
+{{
+  .reg .pred %p<4>;
+  .reg .b32 %r<24>;
+  .reg .b64 %rd<8>;
+  .shared .align 128 .b8 tile[1024];
+  .shared .align 8 .b64 bar;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %cluster_ctarank;
+  setp.eq.u32 %p1, %r1, 0;
+  setp.eq.u32 %p2, %r2, 0;
+  and.pred %p3, %p1, %p2;
+  @!%p3 bra INIT_DONE;
+  mbarrier.init.shared::cta.b64 [bar], 1;
+  fence.mbarrier_init.release.cluster;
+  mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 2048;
+INIT_DONE:
+  barrier.cluster.arrive.release.aligned;
+  barrier.cluster.wait.acquire.aligned;
+  @!%p1 bra LOADED;
+  mov.u32 %r3, bar;
+  and.b32 %r3, %r3, 0xFEFFFFFF;
+  mov.u32 %r4, tile;
+  shl.b32 %r5, %r2, 3;
+  mov.b64 %rd4, tmap;
+  cvta.param.u64 %rd5, %rd4;
+  cp.async.bulk.tensor.2d.{group}.shared::cluster.global.mbarrier::complete_tx::bytes [%r4], [%rd5, {{0, %r5}}], [%r3];
+LOADED:
+  @!%p2 bra DONE;
+WAIT:
+  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p3, [bar], 0;
+  @!%p3 bra WAIT;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r6, tile;
+  mapa.shared::cluster.u32 %r7, %r6, 1;
+  shl.b32 %r8, %r1, 5;
+  mul.wide.u32 %rd2, %r1, 32;
+  add.s64 %rd3, %rd1, %rd2;
+  add.u32 %r9, %r6, %r8;
+  add.u32 %r10, %r7, %r8;
+  ld.shared::cluster.v4.u32 {{%r11, %r12, %r13, %r14}}, [%r9];
+  ld.shared::cluster.v4.u32 {{%r15, %r16, %r17, %r18}}, [%r9+16];
+  st.global.v4.u32 [%rd3], {{%r11, %r12, %r13, %r14}};
+  st.global.v4.u32 [%rd3+16], {{%r15, %r16, %r17, %r18}};
+  ld.shared::cluster.v4.u32 {{%r11, %r12, %r13, %r14}}, [%r10];
+  ld.shared::cluster.v4.u32 {{%r15, %r16, %r17, %r18}}, [%r10+16];
+  st.global.v4.u32 [%rd3+1024], {{%r11, %r12, %r13, %r14}};
+  st.global.v4.u32 [%rd3+1040], {{%r15, %r16, %r17, %r18}};
+DONE:
+  barrier.cluster.arrive.release.aligned;
+  barrier.cluster.wait.acquire.aligned;
+  ret;
+}}
+"""
+
+
+def run_pair_tma(group: str) -> tuple[np.ndarray, np.ndarray]:
+    source = np.arange(16 * 32, dtype=np.uint32).reshape(16, 32)
+    tmap = TensorMapEncodeTiled(source, "UINT32", (32, 16), (128,), (32, 8))
+    out = np.zeros((16, 32), np.uint32)
+    run_ptx(pair_tma_kernel(group), "k", 2, 32, [tmap, out], cluster=2)
+    return source, out
+
+
+def test_pair_tma_loads_signal_the_even_ctas_barrier() -> None:
+    """cp.async.bulk.tensor.cta_group::2: the mbarrier may be in the destination CTA's peer
+    (PTX ISA, "cp.async.bulk.tensor")."""
+    assembles(pair_tma_kernel("cta_group::2"))
+    source, out = run_pair_tma("cta_group::2")
+    np.testing.assert_array_equal(out, source)
+
+
+def test_cta_group_1_tma_loads_signal_their_own_ctas_barrier() -> None:
+    with pytest.raises(SimError, match=r"with \.cta_group::1 the mbarrier must be in the "
+                                       r"destination CTA \(cluster rank 1\)"):
+        run_pair_tma("cta_group::1")

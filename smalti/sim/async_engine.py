@@ -86,7 +86,10 @@ class AsyncEngine:
         return self.barriers.version + self.completions + clusters
 
     def _phase_completed(self, block: int) -> None:
-        self.shared.sync(np.array([block]), cluster=True)  # may order remote arrivals
+        """A phase completing orders the block's accesses; other CTAs' accesses only once a
+        wait acquires, at cluster scope, arrivals they released at cluster scope
+        (smalti.sim.ops.mbarrier)."""
+        self.shared.sync(np.array([block]))
 
     def new_id(self, count: int = 1) -> int:
         """A fresh operation id (the first of `count` consecutive ones)."""

@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from smalti.sim.errors import Fault
+from smalti.sim.lanes import Lanes
 
 MAX_COUNT = (1 << 20) - 1
 MAX_TX = (1 << 20) - 1
+BARRIER_BYTES = 8
 
 
 @dataclass
@@ -32,6 +36,9 @@ class MBarrier:
     # for the last completed phase, which waits check (smalti.sim.ops.mbarrier).
     remote: str | None = None
     completed_remote: str | None = None
+    # The PTX line of the arrive that set `remote` (and of the completed phase's).
+    remote_line: int | None = None
+    completed_remote_line: int | None = None
 
 
 Key = tuple[int, int]  # (block, shared address)
@@ -42,6 +49,7 @@ class BarrierTable:
 
     def __init__(self, on_phase: Callable[[int], None]) -> None:
         self.table: dict[Key, MBarrier] = {}
+        self._starts: np.ndarray | None = None  # the live barriers' flat offsets, sorted
         self.on_phase = on_phase
         self.version = 0  # bumped on every state change, so waiters know to poll again
 
@@ -61,12 +69,49 @@ class BarrierTable:
             raise Fault(f"mbarrier.init count {count} is outside [1, {MAX_COUNT}]", thread)
         self.table[key] = MBarrier(count, count)
         self.version += 1
+        self._starts = None
 
     def inval(self, key: Key, thread: int) -> None:
         """mbarrier.inval: the object stops being an mbarrier."""
         self.get(key, thread)
         del self.table[key]
         self.version += 1
+        self._starts = None
+
+    def check_data_store(self, flat: np.ndarray, nbytes: int, size: int, lanes: Lanes) -> None:
+        """A fault when a data store (flat byte offsets into shared memory of `size` bytes
+        per block) overwrites a live mbarrier: PTX ISA, mbarrier.inval: the object's memory
+        may be reused for other data only after it is invalidated."""
+        hit, below = self._overlaps(flat, nbytes, size)
+        if hit is not None:
+            first = int(np.argmax(hit))
+            raise Fault(f"a {nbytes}-byte shared store at shared address "
+                        f"{int(flat[first]) % size:#x} overwrites the live mbarrier at "
+                        f"{int(below[first]) % size:#x}: invalidate it (mbarrier.inval) "
+                        "before reusing its memory for data", lanes.first(hit))
+
+    def check_async_write(self, flat: np.ndarray, size: int, thread: int, what: str) -> None:
+        """The same for the bytes an async copy (TMA, bulk copy) writes, by `thread`."""
+        hit, below = self._overlaps(flat.astype(np.uint64), 1, size)
+        if hit is not None:
+            first = int(np.argmax(hit))
+            raise Fault(f"{what} writes shared address {int(flat[first]) % size:#x}, in the "
+                        f"live mbarrier at {int(below[first]) % size:#x}: invalidate it "
+                        "(mbarrier.inval) before reusing its memory for data", thread)
+
+    def _overlaps(self, flat: np.ndarray, nbytes: int, size: int
+                  ) -> tuple[np.ndarray | None, np.ndarray]:
+        """(which accesses of `nbytes` at `flat` touch a live mbarrier, or None if none;
+        the start of the barrier each may touch)."""
+        if not self.table:
+            return None, flat
+        if self._starts is None:
+            self._starts = np.array(sorted(b * size + a for b, a in self.table), np.uint64)
+        starts = self._starts
+        after = np.searchsorted(starts, flat + np.uint64(nbytes), side="left")
+        below = starts[np.maximum(after - 1, 0)]  # the last barrier starting before the end
+        hit = (after > 0) & (below + np.uint64(BARRIER_BYTES) > flat)
+        return (hit if hit.any() else None), below
 
     def expect_tx(self, key: Key, nbytes: int, thread: int) -> None:
         """Raise the tx-count of the current phase by `nbytes`."""
@@ -82,12 +127,13 @@ class BarrierTable:
         self._settle(key, bar)
 
     def arrive(self, key: Key, count: int, thread: int, drop: bool = False,
-               remote: str | None = None) -> int:
+               remote: str | None = None, line: int | None = None) -> int:
         """`count` arrivals (after any expect-tx); returns the phase they arrived on.
-        `remote`: some came from another CTA, released at "cluster" scope or more weakly."""
+        `remote`: some came from another CTA, released at "cluster" scope or more weakly
+        (the weakest is kept, with its arrive's PTX `line`)."""
         bar = self.get(key, thread)
-        if remote is not None and bar.remote != remote:
-            bar.remote = remote if bar.remote in (None, "cluster") else bar.remote
+        if remote is not None and bar.remote in (None, "cluster") and bar.remote != remote:
+            bar.remote, bar.remote_line = remote, line
         if count > bar.pending:
             raise Fault(f"{count} arrivals on the mbarrier at shared address {key[1]:#x} whose "
                         f"current phase awaits only {bar.pending}", thread)
@@ -112,6 +158,7 @@ class BarrierTable:
             bar.completed.extend(bar.landed)
             bar.landed.clear()
             bar.completed_remote, bar.remote = bar.remote, None
+            bar.completed_remote_line, bar.remote_line = bar.remote_line, None
             self.version += 1
             self.on_phase(key[0])
 

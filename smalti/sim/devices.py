@@ -64,7 +64,8 @@ def run_ptx_devices(ptx_text: str, kernel: str, grid: Dim, block: Dim,
                     args_per_device: Sequence[Sequence[Arg]], *,
                     symmetric: Sequence[np.ndarray] | None = None, shared_bytes: int = 0,
                     cluster: Dim | None = None, async_completion: str = "eager",
-                    seed: int = 0, spurious_waits: bool = False) -> None:
+                    seed: int = 0, spurious_waits: bool = False,
+                    resident_clusters: int | None = None) -> None:
     """Run `kernel` on `len(args_per_device)` simulated devices at once: device d with
     `args_per_device[d]` and symmetric buffer `symmetric[d]` (see the module docstring for
     the ABI). Arrays are updated in place. The other options are run_ptx's, per device.
@@ -84,4 +85,4 @@ def run_ptx_devices(ptx_text: str, kernel: str, grid: Dim, block: Dim,
         raise SimError(f"a {markers[0]!r} argument needs symmetric buffers", kernel=kernel)
     launch(_parsed(ptx_text), kernel, grid, block, args_per_device, shared_bytes,
            symmetric=buffers, cluster=cluster, async_completion=async_completion, seed=seed,
-           spurious_waits=spurious_waits)
+           spurious_waits=spurious_waits, resident_clusters=resident_clusters)

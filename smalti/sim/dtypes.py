@@ -6,6 +6,10 @@ import ml_dtypes
 import numpy as np
 
 UINT_OF_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+# .b128 (sm_90+ registers of ld/st/mov.b128 and clusterlaunchcontrol responses) has no numpy
+# integer: its raw bits are 16-byte items, moved whole and split by the ops that use them.
+B128 = np.dtype("V16")
+UINT_OF_BITS[128] = B128
 SINT_OF_BITS = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 # How instruction semantics see the bits of each scalar PTX type. Packed types (f16x2,
@@ -20,6 +24,7 @@ VIEW: dict[str, type] = {
     "f16x2": np.uint32, "bf16x2": np.uint32, "tf32": np.uint32,
     "e4m3x2": np.uint16, "e5m2x2": np.uint16,
     "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64,
+    "b128": B128,
 }
 
 BITS: dict[str, int] = {
@@ -27,7 +32,7 @@ BITS: dict[str, int] = {
     "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
     "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "tf32": 32,
     "e4m3x2": 16, "e5m2x2": 16,
-    "b64": 64, "u64": 64, "s64": 64, "f64": 64,
+    "b64": 64, "u64": 64, "s64": 64, "f64": 64, "b128": 128,
 }
 
 SIGNED = frozenset({"s8", "s16", "s32", "s64"})

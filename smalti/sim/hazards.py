@@ -7,8 +7,11 @@ byte's block at its last write (read) and the thread that made it, packed in one
 found with one gather and two comparisons; whether its last generic-proxy write is unfenced
 (the writer ran no `fence.proxy.async` since); and which asynchronous operation claimed it
 last: the byte is that operation's while it is in flight, so releasing one costs nothing per
-byte. Epochs advance when a block passes `bar.sync` or an mbarrier phase completes. Arrays are
-allocated on the first shared access, so kernels without shared memory pay nothing.
+byte. Epochs advance when a block passes `bar.sync` or an mbarrier phase completes. In clusters,
+accesses between CTAs are ordered by cluster epochs instead, which advance at `barrier.cluster`
+and when a wait acquires at .cluster scope a phase other CTAs' arrives released at .cluster
+scope (sim/ops/mbarrier.py): a weaker remote arrive orders nothing, which a race then reports.
+Arrays are allocated on the first shared access, so kernels without shared memory pay nothing.
 """
 
 from __future__ import annotations
@@ -154,6 +157,10 @@ class SharedHazards:
         self.block_claims: list[_BlockClaim] = []  # oldest first
         self.load_guards = 0  # how many in-flight guards forbid loads too
         self.op_state = np.zeros(64, np.int8)  # per operation id: IDLE or what it forbids
+        # Per cluster: the last mbarrier wait that observed another CTA's arrive without a
+        # release and acquire at cluster scope, which orders nothing between the CTAs (text
+        # for the race that shows it mattered), with the cluster epoch it happened in.
+        self.weak_waits: dict[int, tuple[int, str]] = {}
         self._ready = False
 
     def _allocate(self) -> None:
@@ -172,6 +179,8 @@ class SharedHazards:
             self.read_cepoch = np.zeros(n, np.int64)
             self.write_remote = np.zeros(n, np.bool_)
             self.read_remote = np.zeros(n, np.bool_)
+            self.write_line = np.zeros(n, np.int32)  # PTX line of the access (0: unknown)
+            self.read_line = np.zeros(n, np.int32)
         self._ready = True
 
     def _starts(self, offsets: np.ndarray) -> np.ndarray:
@@ -205,11 +214,35 @@ class SharedHazards:
         csame = (self.write_cepoch if write else self.read_cepoch)[access.idx] == access.cepoch
         return other & np.where(cross, csame, same)
 
-    def _record(self, access: _Access, write: bool) -> None:
+    def _record(self, access: _Access, write: bool, line: int | None) -> None:
         access.put(self.wstamp if write else self.rstamp, access.mine)
         if self.clustered:
             (self.write_cepoch if write else self.read_cepoch)[access.idx] = access.cepoch
             (self.write_remote if write else self.read_remote)[access.idx] = access.remote
+            (self.write_line if write else self.read_line)[access.idx] = line or 0
+
+    def weak_wait(self, block: int, note: str) -> None:
+        """A wait of `block` observed a remote arrive that does not order across CTAs."""
+        if self.clustered:
+            cluster = int(self.cluster_of[block])
+            self.weak_waits[cluster] = (int(self.cluster_epoch[cluster]), note)
+
+    def _across_ctas(self, access: _Access, row: int, race: np.ndarray, write: bool) -> str:
+        """For a race between CTAs: the other access's PTX line and the mbarrier wait that
+        was meant to order it (text appended to the race's message; empty otherwise)."""
+        if not self.clustered:
+            return ""
+        flat = access.idx[row][race[row]][0]
+        if not (access.remote[row, 0] or (self.write_remote if write else self.read_remote)[flat]):
+            return ""
+        line = int((self.write_line if write else self.read_line)[flat])
+        text = f" (another CTA's {'write' if write else 'read'}"
+        text += f" at line {line})" if line else ")"
+        cluster = int(self.cluster_of[access.blocks[row]])
+        epoch, note = self.weak_waits.get(cluster, (-1, ""))
+        if epoch != self.cluster_epoch[cluster]:  # a cluster-wide sync came after it
+            return text
+        return f"{text}; {note}"
 
     def _owned(self, access: _Access, reading: bool) -> None:
         if not self.guards or (reading and not self.load_guards):
@@ -255,8 +288,10 @@ class SharedHazards:
         flat = int(idx[row][hit[row]][0])
         return f"{flat % self.size:#x}"
 
-    def read(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray) -> None:
-        """Check and record a generic-proxy load of `nbytes` at flat offsets by `threads`."""
+    def read(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray,
+             line: int | None = None) -> None:
+        """Check and record a generic-proxy load of `nbytes` at flat offsets by `threads`
+        (the instruction at PTX `line`)."""
         access = _Access(self, self._starts(offsets), nbytes, np.asarray(threads, np.int64))
         self._owned(access, reading=True)
         seen = access.take(self.wstamp)
@@ -271,13 +306,16 @@ class SharedHazards:
             other = int(seen[row][race[row]][0] & LOW) - 1
             raise Fault(f"shared-memory race: read of shared address "
                         f"{self._address(access.idx, row, race)} written by thread {other} of "
-                        "the block with no barrier in between", int(access.threads[row]))
-        self._record(access, write=False)
+                        "the block with no barrier in between"
+                        f"{self._across_ctas(access, row, race, True)}",
+                        int(access.threads[row]))
+        self._record(access, write=False, line=line)
         self.read_epoch[access.blocks] = self.epoch[access.blocks]
 
-    def write(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray) -> bool:
+    def write(self, offsets: np.ndarray, nbytes: int, threads: np.ndarray,
+              line: int | None = None) -> bool:
         """Check and record a generic-proxy store of `nbytes` at flat offsets by `threads`
-        (one instruction); True when several of its threads stored to one byte.
+        (one instruction, at PTX `line`); True when several of its threads stored to one byte.
 
         A race is reported only between different instructions: PTX ISA, "A Set of SIMT
         Multiprocessors": when a non-atomic instruction executed by a warp writes one
@@ -288,11 +326,12 @@ class SharedHazards:
         access = _Access(self, self._starts(offsets), nbytes, np.asarray(threads, np.int64))
         self._owned(access, reading=False)
         race = self._others_unordered(access.take(self.wstamp), access, write=True)
+        read_race = None
         if self._maybe_read(access):
-            race |= self._others_unordered(access.take(self.rstamp), access, write=False)
-        if race.any():
-            self._write_race(access, race)
-        self._record(access, write=True)
+            read_race = self._others_unordered(access.take(self.rstamp), access, write=False)
+        if race.any() or (read_race is not None and read_race.any()):
+            self._write_race(access, race, read_race)
+        self._record(access, write=True, line=line)
         # Several threads storing one byte: all but one read another's stamp back.
         collided = access.starts.size > 1 and bool(
             (access.take(self.wstamp) != access.mine).any())
@@ -338,13 +377,19 @@ class SharedHazards:
             return int(self.read_epoch.max()) >= access.epoch
         return bool((self.read_epoch[access.blocks] == self.epoch[access.blocks]).any())
 
-    def _write_race(self, access: _Access, race: np.ndarray) -> None:
-        """Report the first row of a store racing with earlier accesses (`race`)."""
+    def _write_race(self, access: _Access, race: np.ndarray,
+                    read_race: np.ndarray | None) -> None:
+        """Report the first row of a store racing with earlier writes (`race`) or reads."""
         idx = access.idx
+        after_write = race.any()
+        if not after_write:
+            race = read_race
         row = int(np.argmax(race.any(axis=1)))
         raise Fault("shared-memory race: write to shared address "
                     f"{self._address(idx, row, race)} that another thread of the block "
-                    "accessed with no barrier in between", int(access.threads[row]))
+                    "accessed with no barrier in between"
+                    f"{self._across_ctas(access, row, race, after_write)}",
+                    int(access.threads[row]))
 
     def fence_proxy(self, threads: np.ndarray) -> None:
         """`fence.proxy.async` by `threads`: their generic writes become visible to async ops."""

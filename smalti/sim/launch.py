@@ -12,6 +12,7 @@ from smalti.ptx.module import Module, Param
 from smalti.ptx.parser import parse_module
 from smalti.sim.async_engine import AsyncEngine
 from smalti.sim.cluster_barrier import ClusterBarrier
+from smalti.sim.cluster_launch import ClusterLaunch
 from smalti.sim.dtypes import BITS, FLOAT, VIEW, constant
 from smalti.sim.errors import SimError
 from smalti.sim.geometry import Geometry, as_dim3
@@ -45,7 +46,8 @@ POINTER_TYPES = ("u64", "b64", "s64")
 
 def run_ptx(ptx_text: str, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
             shared_bytes: int = 0, *, cluster: Dim | None = None, async_completion: str = "eager",
-            seed: int = 0, spurious_waits: bool = False) -> None:
+            seed: int = 0, spurious_waits: bool = False,
+            resident_clusters: int | None = None) -> None:
     """Parse PTX text and run `kernel` on the CPU; numpy arrays in `args` are updated in place.
 
     Each argument matches a kernel parameter: a numpy array is a device buffer (its address
@@ -60,10 +62,13 @@ def run_ptx(ptx_text: str, kernel: str, grid: Dim, block: Dim, args: Sequence[Ar
     the kernel's `.reqnctapercluster`, else one CTA). `async_completion` says when TMA and
     wgmma work completes: "eager" (at issue), "latest" (only when a wait forces it) or
     "random" (seeded by `seed`); `spurious_waits` lets mbarrier waits fail spuriously, as the
-    ISA allows. See `smalti.sim.async_engine`.
+    ISA allows. See `smalti.sim.async_engine`. `resident_clusters` runs that many clusters at
+    once and launches the others as they finish, which `clusterlaunchcontrol.try_cancel` can
+    cancel (default: every cluster runs from the start; see `smalti.sim.cluster_launch`).
     """
     run_module(_parsed(ptx_text), kernel, grid, block, args, shared_bytes, cluster=cluster,
-               async_completion=async_completion, seed=seed, spurious_waits=spurious_waits)
+               async_completion=async_completion, seed=seed, spurious_waits=spurious_waits,
+               resident_clusters=resident_clusters)
 
 
 @lru_cache(maxsize=32)
@@ -75,17 +80,18 @@ def _parsed(ptx_text: str) -> Module:
 def run_module(module: Module, kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
                shared_bytes: int = 0, *, cluster: Dim | None = None,
                async_completion: str = "eager", seed: int = 0,
-               spurious_waits: bool = False) -> None:
+               spurious_waits: bool = False, resident_clusters: int | None = None) -> None:
     """Run `kernel` of a PTX module on the CPU; numpy arrays in `args` are device buffers."""
     launch(module, kernel, grid, block, [args], shared_bytes, cluster=cluster,
-           async_completion=async_completion, seed=seed, spurious_waits=spurious_waits)
+           async_completion=async_completion, seed=seed, spurious_waits=spurious_waits,
+           resident_clusters=resident_clusters)
 
 
 def launch(module: Module, kernel: str, grid: Dim, block: Dim,
            args_per_device: Sequence[Sequence[Arg]], shared_bytes: int = 0, *,
            symmetric: Sequence[np.ndarray] = (), cluster: Dim | None = None,
-           async_completion: str = "eager", seed: int = 0, spurious_waits: bool = False
-           ) -> None:
+           async_completion: str = "eager", seed: int = 0, spurious_waits: bool = False,
+           resident_clusters: int | None = None) -> None:
     """Run `kernel` on as many devices as `args_per_device` has argument lists, each with
     its own arguments; `symmetric[d]` is device d's symmetric buffer (placed first, one
     after another, so that smalti.sim.peers can find them). Polling loops sleep while others
@@ -98,6 +104,7 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
         shape, explicit = cluster_shape(program.kernel.extra_directives, cluster)
         geometry = Geometry(as_dim3(grid, "grid"), as_dim3(block, "block"), shape, explicit,
                             devices)
+        clusters = ClusterLaunch(geometry, resident_clusters)
     except ValueError as e:
         raise SimError(str(e), kernel=kernel) from None
     params = program.kernel.params
@@ -132,7 +139,7 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
         registers=RegisterFile(_declared(program), geometry.threads),
         global_memory=memory,
         shared=SharedMemory(geometry.blocks, shared_size, geometry.block_of, geometry.peer,
-                            geometry.cluster_size),
+                            geometry.cluster_size, geometry.cluster_rank),
         params=ParamSpace(rows, {p.name: o for p, o in
                                  zip(params, program.param_offsets, strict=True)},
                           geometry.device_of),
@@ -149,6 +156,7 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
                                                  for p in range(len(symmetric))),
                                            buffers[0].nbytes)
     machine.symbols = _symbols(program, memory, len(buffers), geometry)
+    machine.cluster_launch = clusters
     if program.local_bytes:
         machine.local = LocalMemory(geometry.threads, program.local_bytes)
     try:
@@ -159,6 +167,7 @@ def launch(module: Module, kernel: str, grid: Dim, block: Dim,
     except ValueError as e:
         raise SimError(str(e), kernel=kernel) from None
     engine = machine.async_engine
+    machine.shared.data_guard = engine.barriers.check_data_store
     engine.clusters = ClusterBarrier(geometry, lambda blocks: engine.shared.sync(blocks, True))
     machine.registers.guards = machine.async_engine.registers
     with np.errstate(all="ignore"):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from smalti.sim.async_engine import AsyncEngine
+from smalti.sim.cluster_launch import ClusterLaunch
 from smalti.sim.errors import Fault
 from smalti.sim.geometry import Geometry
 from smalti.sim.lanes import Lanes
@@ -34,6 +35,8 @@ class Machine:
     live: np.ndarray | None = None
     # TMA/wgmma queue, mbarriers and hazard trackers (sim/async_engine.py); set by the launch.
     async_engine: AsyncEngine | None = None
+    # Which clusters run, wait to launch or were canceled (sim/cluster_launch.py).
+    cluster_launch: ClusterLaunch | None = None
 
     # Each thread's .local memory, and device addresses (0-d uint64, or per thread: each
     # device has its own copies) of module variables; read them with `symbol`.

@@ -20,8 +20,9 @@ SHARED_WINDOW = 0x7F00_0000_0000  # generic addresses of the executing block's s
 # and its generic address (`cvta.param`) is PARAM_WINDOW + that offset.
 PARAM_WINDOW = 0x7E00_0000_0000
 # A .shared::cluster address names a CTA of the cluster and an offset into its shared memory:
-# the executing CTA's own .shared::cta addresses (below CTA_SPAN) are valid ones, and `mapa`
-# gives (rank + 1) * CTA_SPAN + offset for the CTA of cluster rank `rank`.
+# rank * CTA_SPAN + offset for the CTA of cluster rank `rank`. A CTA's own .shared::cta
+# addresses are the same numbers (its variables' addresses carry its rank, as on hardware:
+# CUTLASS's 2-SM kernels clear bit 24 of a local address to name the even CTA of the pair).
 CTA_SPAN = 1 << 24
 # Multicast (multimem) addresses of a launch over several devices (smalti.sim.multicast):
 # MULTICAST_WINDOW + off names byte `off` of every device's symmetric buffer. No ordinary
@@ -39,7 +40,7 @@ def _align(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
 
-ELEMENT_SHIFT = {1: 0, 2: 1, 4: 2, 8: 3}  # log2 of an element's bytes
+ELEMENT_SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}  # log2 of an element's bytes
 
 
 def _signed(offsets: np.ndarray) -> np.ndarray:
@@ -242,7 +243,7 @@ def _type_bytes(ptx_type: str) -> int:
 
 def cluster_address(rank: int, offset: int) -> int:
     """The .shared::cluster address of `offset` in the CTA of cluster rank `rank`."""
-    return (rank + 1) * CTA_SPAN + offset
+    return rank * CTA_SPAN + offset
 
 
 class SharedMemory:
@@ -254,7 +255,7 @@ class SharedMemory:
     """
 
     def __init__(self, blocks: int, size: int, block_of: np.ndarray, peer=None,
-                 cluster_size: int = 1) -> None:
+                 cluster_size: int = 1, cluster_rank: np.ndarray | None = None) -> None:
         self.size = size
         self.data = np.zeros(blocks * size, np.uint8)
         self.block_of = block_of
@@ -262,8 +263,13 @@ class SharedMemory:
         self.cluster_size = cluster_size
         self.blocks = blocks
         self.live: np.ndarray | None = None  # which threads run; the scheduler shares it
+        # checks a data store's flat offsets (the launch's live mbarriers: BarrierTable)
+        self.data_guard = None
         # each thread's block's first flat byte, for its own (.shared::cta) addresses
         self.block_base = block_of.astype(np.uint64) * np.uint64(size)
+        # each thread's CTA's first .shared::cta address (rank * CTA_SPAN); None: all 0
+        self.rank_base = None if cluster_size == 1 or cluster_rank is None else (
+            cluster_rank[block_of].astype(np.uint64) * np.uint64(CTA_SPAN))
 
     def exited(self, blocks: np.ndarray) -> np.ndarray:
         """Which of `blocks` have no running thread left (none while nothing is scheduled)."""
@@ -275,20 +281,37 @@ class SharedMemory:
     def in_window(self, generic: np.ndarray) -> np.ndarray:
         """Which generic addresses fall in the shared window (own CTA or a cluster CTA)."""
         offset = generic - np.uint64(SHARED_WINDOW)  # wraps to huge values below the window
-        own = offset < np.uint64(self.size)
-        if self.peer is None:
-            return own
-        return own | ((offset >= np.uint64(CTA_SPAN))
-                      & (offset < np.uint64((self.cluster_size + 1) * CTA_SPAN)))
+        if self.peer is None or self.cluster_size == 1:
+            return offset < np.uint64(self.size)
+        return (offset < np.uint64(self.cluster_size * CTA_SPAN)) & (
+            offset % np.uint64(CTA_SPAN) < np.uint64(self.size))
+
+    def cta_address(self, offset, lanes: Lanes):
+        """The .shared::cta address of byte `offset` of each lane's own CTA (its rank's)."""
+        if self.rank_base is None:
+            return offset
+        base = self.rank_base if lanes.index is None else self.rank_base[lanes.index]
+        return (base + np.uint64(offset)).astype(np.asarray(offset).dtype)
 
     def flat(self, addresses: np.ndarray, nbytes: int, lanes: Lanes, what: str,
              cluster: bool = False) -> np.ndarray:
         """Flat byte offsets into `data` of per-lane shared addresses, bounds-checked."""
         base = self.block_base if lanes.index is None else self.block_base[lanes.index]
-        if cluster and self.peer is not None and (addresses >= np.uint64(CTA_SPAN)).any():
+        if cluster and self.peer is not None and (
+                self.rank_base is not None or (addresses >= np.uint64(CTA_SPAN)).any()):
             blocks = self.block_of if lanes.index is None else self.block_of[lanes.index]
             blocks, addresses = self._resolve(blocks, addresses, lanes, what)
             base = blocks.astype(np.uint64) * np.uint64(self.size)
+        elif self.rank_base is not None:  # .shared::cta: the executing CTA's own addresses
+            own = self.rank_base if lanes.index is None else self.rank_base[lanes.index]
+            outside = (addresses // np.uint64(CTA_SPAN)) != (own // np.uint64(CTA_SPAN))
+            if outside.any():
+                first = int(np.argmax(outside))
+                raise Fault(f"shared {what} at {int(addresses[first]):#x} is not in the "
+                            f"executing CTA's shared memory (cluster rank "
+                            f"{int(own[first]) // CTA_SPAN}): use .shared::cluster",
+                            lanes.first(outside))
+            addresses = addresses - own
         bad = addresses + np.uint64(nbytes) > np.uint64(self.size)
         if bad.any():
             first = int(np.argmax(bad))
@@ -301,14 +324,13 @@ class SharedMemory:
                  what: str) -> tuple[np.ndarray, np.ndarray]:
         """(target blocks, offsets) of .shared::cluster addresses (PTX ISA, "mapa")."""
         addresses = np.broadcast_to(addresses, blocks.shape)
-        field = (addresses // np.uint64(CTA_SPAN)).astype(np.int64)
-        remote = field > 0
-        ranks = field - 1
-        bad = remote & (ranks >= self.cluster_size)
+        ranks = (addresses // np.uint64(CTA_SPAN)).astype(np.int64)
+        bad = ranks >= self.cluster_size
         if bad.any():
             raise Fault(f"shared::cluster {what} at {int(addresses[np.argmax(bad)]):#x} names "
                         f"a CTA outside the cluster of {self.cluster_size}", lanes.first(bad))
-        target = np.where(remote, self.peer(blocks, np.maximum(ranks, 0)), blocks)
+        target = self.peer(blocks, ranks)
+        remote = target != blocks
         gone = remote & self.exited(target)
         if gone.any():  # PTX ISA: a CTA's shared memory lives only while the CTA runs
             first = int(np.argmax(gone))
@@ -334,7 +356,14 @@ class SharedMemory:
     def store(self, addresses: np.ndarray, values: np.ndarray, elem: int, lanes: Lanes,
               cluster: bool = False) -> None:
         """Store raw elements `values` (n, count) at shared `addresses`."""
-        flat = self.locate(addresses, elem * values.shape[1], lanes, "store", cluster)
+        self.write(self.locate(addresses, elem * values.shape[1], lanes, "store", cluster),
+                   values, elem, lanes)
+
+    def write(self, flat: np.ndarray, values: np.ndarray, elem: int, lanes: Lanes) -> None:
+        """Store raw elements at checked flat offsets; a fault when they overwrite a live
+        mbarrier (`data_guard`, the launch's barrier table)."""
+        if self.data_guard is not None:
+            self.data_guard(flat, elem * values.shape[1], self.size, lanes)
         scatter(self.data, flat, values, elem)
 
 

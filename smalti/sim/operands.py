@@ -55,6 +55,8 @@ class DecodeEnv:
     param_offsets: dict[str, int] = field(default_factory=dict)  # name -> .param address
     call_params: frozenset[str] = frozenset()  # `.param` variables of call sequences
     functions: dict = field(default_factory=dict)  # declared functions (Kernel), by name
+    target: str = "sm_90a"  # the module's .target (the first one: "sm_100a", ...)
+    version: str = "8.0"  # the module's PTX ISA .version
 
     def __hash__(self) -> int:
         return hash((self.kernel, self.shared))
@@ -139,7 +141,7 @@ def reader(op: Operand, ptx_type: str, env: DecodeEnv) -> Reader:
             return read_special
         case Symbol(name=name) if name in env.shared.offsets:
             address = constant(env.shared.offsets[name], ptx_type)
-            return lambda m, lanes: address
+            return lambda m, lanes: m.shared.cta_address(address, lanes)
         case Symbol(name=name) if name in env.local:
             offset = constant(env.local[name], ptx_type)  # an address in the .local space
             return lambda m, lanes: offset

@@ -20,6 +20,7 @@ from smalti.sim.errors import SimError, Unsupported
 from smalti.sim.lines import instruction_text, statement_lines
 from smalti.sim.memory import SharedLayout, layout_shared, layout_variables
 from smalti.sim.operands import DecodeEnv
+from smalti.sim.poison import propagating
 from smalti.sim.registry import Step, decode
 
 
@@ -75,12 +76,13 @@ def load_program(module: Module, name: str) -> Program:
     # apart, so kernels alike but traced from other lines do not share a decoding.
     sources = tuple(getattr(statement, "source", None) for statement in kernel.body)
     return _decode(kernel, sources, module.globals, statement_lines(module, kernel),
-                   module.declarations)
+                   module.declarations, module.target, module.version)
 
 
 @lru_cache(maxsize=64)
 def _decode(kernel: Kernel, sources: tuple[SourceLocation | None, ...], globals_: tuple,
-            lines: tuple[int | None, ...], declarations: tuple[Kernel, ...] = ()) -> Program:
+            lines: tuple[int | None, ...], declarations: tuple[Kernel, ...] = (),
+            target: str = "sm_90a", version: str = "8.0") -> Program:
     registers = {}
     for decl in kernel.registers:
         for reg_name in decl.names():
@@ -101,7 +103,7 @@ def _decode(kernel: Kernel, sources: tuple[SourceLocation | None, ...], globals_
                     local, frozenset(v.name for v in variables),
                     {p.name: o for p, o in zip(kernel.params, offsets, strict=True)},
                     frozenset(d.name for d in kernel.local if d.state == "param"),
-                    {f.name: f for f in declarations})
+                    {f.name: f for f in declarations}, target, version)
     steps = []
     for inst, line in instructions:
         text = instruction_text(inst)
@@ -110,5 +112,6 @@ def _decode(kernel: Kernel, sources: tuple[SourceLocation | None, ...], globals_
         except Unsupported as e:
             raise SimError(f"unsupported PTX instruction '{inst.opcode}'", kernel=kernel.name,
                            line=line, text=text, detail=e.detail, source=inst.source) from None
-        steps.append(Decoded(step, inst.guard, line, text, inst.source))
+        step, guard = propagating(step, inst, line)
+        steps.append(Decoded(step, guard, line, text, inst.source))
     return Program(kernel, tuple(steps), shared, offsets, size, local_bytes, variables)

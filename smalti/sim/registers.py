@@ -1,4 +1,11 @@
-"""The register file: raw bits per register over all threads, with initialisation tracking."""
+"""The register file: raw bits per register over all threads, with initialisation tracking.
+
+A register a thread never wrote holds an unspecified value, which PTX lets it read. Reading one
+is a fault only when the value matters (sim/poison.py): while a pure instruction (arithmetic,
+moves, comparisons, selects) runs, undefined inputs make its results undefined ("poison") for
+those threads instead, and any other use of an undefined value (an address, a stored value,
+a branch condition, an async operand, a guard) faults, naming the line that first read it.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +33,14 @@ class RegisterFile:
         self._private: set[str] = set()
         # The array whose rows `write_rows` last stored, and the rows (see `read_rows`).
         self._last_rows: tuple[np.ndarray, list[np.ndarray]] | None = None
+        # Registers some of whose threads hold poison (not written in `_written`) -> the PTX
+        # line that first read the undefined value it came from.
+        self._origin: dict[str, int | None] = {}
+        # While a pure instruction runs: its PTX line (sim/poison.py sets it), and the
+        # threads whose inputs were undefined so far, with the line their poison came from.
+        self.pure_line: int | None = None
+        self.taint: np.ndarray | None = None
+        self.taint_origin: int | None = None
 
     def read(self, name: str, index: np.ndarray | None) -> np.ndarray:
         """Raw bits of `name` for the threads in `index` (None: all threads)."""
@@ -34,7 +49,9 @@ class RegisterFile:
         written = self._written.get(name)
         if written is not True:
             self._check_written(name, written, index)
-        value = self._values[name]
+        value = self._values.get(name)
+        if value is None:  # never written by any thread: an unspecified value
+            value = np.zeros(self.threads, self.dtypes[name])
         if index is None:
             self._private.discard(name)
             return value
@@ -42,10 +59,28 @@ class RegisterFile:
 
     def _check_written(self, name: str, written: np.ndarray | None,
                        index: np.ndarray | None) -> None:
+        """Fault for threads of `index` reading an undefined value of `name`, unless a pure
+        instruction is running: then its results for those threads will be undefined."""
         ids = np.arange(self.threads) if index is None else index
         missing = ids if written is None else ids[~written[ids]]
-        if missing.size:
-            raise Fault(f"read of uninitialised register {name}", int(missing[0]))
+        if not missing.size:
+            return
+        origin = self._origin.get(name)
+        if self.pure_line is None:
+            if origin is None:
+                raise Fault(f"read of uninitialised register {name}", int(missing[0]))
+            raise Fault(f"register {name} holds an undefined value here: it was computed from "
+                        f"the read of an uninitialised register at line {origin}",
+                        int(missing[0]))
+        if self.taint is None:
+            self.taint = np.zeros(self.threads, np.bool_)
+            self.taint_origin = self.pure_line if origin is None else origin
+        self.taint[missing] = True
+
+    def take_taint(self) -> np.ndarray | None:
+        """The threads whose inputs were undefined since the last call (None: none)."""
+        taint, self.taint = self.taint, None
+        return taint
 
     def current(self) -> dict[str, np.ndarray]:
         """Every register written so far -> its raw bits over all threads (read them only:
@@ -88,6 +123,8 @@ class RegisterFile:
             self._values[name] = bits
             self._written[name] = True
             self._private.discard(name)
+            if self.taint is not None:
+                self._poison(name, None)
             return
         if name in self._private:
             self._values[name][index] = bits
@@ -102,3 +139,16 @@ class RegisterFile:
             mask = np.zeros(self.threads, np.bool_) if written is None else written.copy()
             mask[index] = True
             self._written[name] = mask
+        if self.taint is not None:
+            self._poison(name, index)
+
+    def _poison(self, name: str, index: np.ndarray | None) -> None:
+        """Mark the threads of `index` whose inputs were undefined as holding poison."""
+        taint = self.taint if index is None else self.taint[index]
+        if not taint.any():
+            return
+        written = self._written[name]
+        mask = np.ones(self.threads, np.bool_) if written is True else written
+        mask[np.flatnonzero(taint) if index is None else index[taint]] = False
+        self._written[name] = mask
+        self._origin[name] = self.taint_origin

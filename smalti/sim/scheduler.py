@@ -51,8 +51,11 @@ class _Threads:
         n = machine.geometry.threads
         self.block_of = machine.geometry.block_of
         self.blocks = machine.geometry.blocks
-        self.live = np.ones(n, np.bool_)
-        self.live_count = n
+        # Threads of clusters still waiting to launch are not live (sim/cluster_launch.py);
+        # they start at pc 0 when a running cluster finishes.
+        self.launch = machine.cluster_launch
+        self.live = np.ones(n, np.bool_) if self.launch is None else self.launch.live()
+        self.live_count = int(self.live.sum())
         self.parked = np.full(n, NOWHERE, np.int64)
         self.waiting = np.zeros(n, np.bool_)
         self.resume = np.zeros(n, np.int64)
@@ -129,6 +132,12 @@ class _Threads:
             self.release()
         if self.engine is not None and self.engine.clusters is not None:
             self.engine.clusters.settle(self.live)  # exited threads no longer arrive
+        if self.launch is not None and not self.launch.none_pending:
+            started = self.launch.settle(self.live)
+            if started is not None:  # finished clusters make room for pending ones
+                self.live |= started
+                self.parked[started] = 0
+                self.live_count = int(self.live.sum())
 
     def arrive(self, mask: np.ndarray, pc: int, ident: np.ndarray | int = 0,
                count: np.ndarray | int | None = None, wait: bool = True) -> None:
@@ -211,7 +220,7 @@ def execute(program: Program, machine: Machine) -> None:
     plain, plain_lengths = _plain_runs(steps)
     threads = _Threads(machine)
     group: np.ndarray | None = threads.live.copy()
-    lanes = Lanes(group, everyone=True)
+    lanes = Lanes(group)
     pc = 0
     next_other = NOWHERE
     while True:

@@ -26,7 +26,8 @@ MAX_RANK = 5
 MAX_BOX = 256
 MAX_ELEMENT_STRIDE = 8
 FLOATS = (np.float16, np.float32, np.float64, ml_dtypes.bfloat16)
-FP8 = (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)  # moved as bytes (a UINT8 map): no NaN fill
+FP8 = (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+       ml_dtypes.float8_e8m0fnu)  # moved as bytes (a UINT8 map): no NaN fill
 
 _ids = itertools.count(1)
 _records: weakref.WeakValueDictionary[int, TensorMap] = weakref.WeakValueDictionary()

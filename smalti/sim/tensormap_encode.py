@@ -26,7 +26,9 @@ import numpy as np
 
 from smalti.sim.tensormap import TensorMap
 
-# CUtensorMapDataType (cuda.h), as numpy element types. 16U4/16U6 (sm_100) are not simulated.
+# CUtensorMapDataType (cuda.h), as numpy element types. 16U4_ALIGN8B (sm_100: 4-bit elements
+# packed two to a byte, in shared memory as in global) is held as bytes (PACKED_4BIT);
+# 16U4_ALIGN16B and 16U6_FP6_ALIGN16B (padded in shared memory) are not simulated.
 DATA_TYPES: dict[str, tuple[int, np.dtype]] = {
     "UINT8": (0, np.dtype(np.uint8)),
     "UINT16": (1, np.dtype(np.uint16)),
@@ -41,7 +43,9 @@ DATA_TYPES: dict[str, tuple[int, np.dtype]] = {
     "FLOAT32_FTZ": (10, np.dtype(np.float32)),
     "TFLOAT32": (11, np.dtype(np.float32)),
     "TFLOAT32_FTZ": (12, np.dtype(np.float32)),
+    "16U4_ALIGN8B": (13, np.dtype(np.uint8)),
 }
+PACKED_4BIT = 13  # its dimensions and box count 4-bit elements; the inner ones halve to bytes
 INTERLEAVES = {"NONE": 0, "16B": 1, "32B": 2}
 SWIZZLES = {"NONE": 0, "32B": 1, "64B": 2, "128B": 3}
 SWIZZLE_BYTES = {0: None, 1: 32, 2: 64, 3: 128}
@@ -113,17 +117,19 @@ class TensorMapEncodeTiled:
         if len(self.box_dim) != rank:
             raise ValueError(f"invalid tensor map: box_dim has {len(self.box_dim)} entries, "
                              f"the rank is {rank}")
-        dtype = DATA_TYPES[_name(DATA_TYPES, enum_value("data_type", self.data_type,
-                                                        DATA_TYPES))][1]
+        data_type = enum_value("data_type", self.data_type, DATA_TYPES)
+        dtype = DATA_TYPES[_name(DATA_TYPES, data_type)][1]
+        global_dim, box_dim = self.global_dim, self.box_dim
+        if data_type == PACKED_4BIT:
+            global_dim, box_dim = _packed_bytes(global_dim, box_dim, self.element_strides)
         if enum_value("interleave", self.interleave, INTERLEAVES) != 0:
             raise ValueError("invalid tensor map: interleaved layouts are not simulated")
         swizzle = SWIZZLE_BYTES[enum_value("swizzle", self.swizzle, SWIZZLES)]
         enum_value("l2_promotion", self.l2_promotion, L2_PROMOTIONS)  # checked, no effect
         fill = "nan" if enum_value("oob_fill", self.oob_fill, OOB_FILLS) else "zero"
-        array = strided_view(self.buffer, self.offset, dtype, self.global_dim,
-                             self.global_strides)
+        array = strided_view(self.buffer, self.offset, dtype, global_dim, self.global_strides)
         strides = tuple(reversed(self.element_strides or (1,) * rank))
-        return TensorMap(array, box=tuple(reversed(self.box_dim)), swizzle=swizzle,
+        return TensorMap(array, box=tuple(reversed(box_dim)), swizzle=swizzle,
                          oob_fill=fill, element_strides=strides)
 
     @classmethod
@@ -143,6 +149,20 @@ class TensorMapEncodeTiled:
             if key in fields:
                 fields[key] = tuple(int(v) for v in fields[key])
         return cls(buffer, **fields)
+
+
+def _packed_bytes(global_dim: tuple[int, ...], box_dim: tuple[int, ...],
+                  element_strides: tuple[int, ...] | None
+                  ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The byte extents of a 16U4_ALIGN8B map's inner dimension: its elements come in groups
+    of 16 (8 bytes) that TMA copies as they lie (CUTLASS's NVFP4 operands)."""
+    if global_dim[0] % 16 or box_dim[0] % 16:
+        raise ValueError(f"invalid tensor map: 16U4_ALIGN8B needs an inner dimension "
+                         f"({global_dim[0]}) and inner box ({box_dim[0]}) that are multiples "
+                         "of 16 elements")
+    if element_strides and element_strides[0] != 1:
+        raise ValueError("invalid tensor map: 16U4_ALIGN8B needs an inner element stride of 1")
+    return ((global_dim[0] // 2, *global_dim[1:]), (box_dim[0] // 2, *box_dim[1:]))
 
 
 def _name(table: dict, value: int) -> str:

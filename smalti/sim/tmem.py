@@ -71,9 +71,9 @@ class TensorMemory:
         self.what: dict[int, str] = {}  # in-flight owner id -> its description,
         self.waits: dict[int, str] = {}  # what waits for it,
         self.kinds: dict[int, str] = {}  # and its kind ("mma", "st")
-        # Per issuing thread, the asynchronous tcgen05 operations (AsyncOps) its next
-        # tcgen05.commit tracks (ops/tcgen05_mma.py).
-        self.uncommitted: dict[int, list] = {}
+        # Per issuing thread, its asynchronous tcgen05 operations (AsyncOps) not yet retired:
+        # a tcgen05.commit tracks all of them, committed before or not (ops/tcgen05_mma.py).
+        self.in_flight: dict[int, list] = {}
 
     def block(self, block: int) -> _Block:
         found = self.blocks.get(block)

@@ -17,6 +17,7 @@ from smalti.sim.ops import (  # noqa: F401
     half,
     hints,
     integer,
+    launch_control,
     logic,
     matrix,
     mbarrier,

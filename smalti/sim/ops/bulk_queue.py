@@ -31,6 +31,7 @@ def queue_shared_write(m: Machine, idx: np.ndarray, key: tuple[int, int], data: 
     then performs complete-tx of len(idx) bytes on mbarrier `key` (block, offset)."""
     engine = m.async_engine
     engine.barriers.get(key, thread)
+    engine.barriers.check_async_write(idx, m.shared.size, thread, what)
     engine.shared.async_write(idx, thread, what)
     op = AsyncOp(engine.new_id(), what, lambda: None, on_retire=on_retire)
 

@@ -2,7 +2,7 @@
 
 PTX ISA, "Data Movement: mapa": maps the address of a shared variable in the executing CTA to
 the address of the same variable in the CTA of cluster rank `b`. Here a .shared::cluster
-address is `(rank + 1) * CTA_SPAN + offset` (smalti.sim.memory), and the generic form adds
+address is `rank * CTA_SPAN + offset` (smalti.sim.memory), and the generic form adds
 the shared window.
 """
 
@@ -56,7 +56,7 @@ def decode_mapa(inst: Instruction, env: DecodeEnv) -> Step:
             bad = offset >= np.uint64(m.shared.size)
             raise Fault(f"mapa of shared address {int(offset[np.argmax(bad)]):#x} beyond the "
                         f"CTA's {m.shared.size} bytes", lanes.first(bad))
-        mapped = (ranks + np.uint64(1)) * np.uint64(CTA_SPAN) + offset
+        mapped = ranks * np.uint64(CTA_SPAN) + offset
         if not cluster:
             mapped = mapped + np.uint64(SHARED_WINDOW)
         write(m, lanes, mapped.astype(np.uint32 if ptx_type == "u32" else np.uint64))

@@ -7,10 +7,9 @@ import numpy as np
 from smalti.ptx.module import Instruction, PredicatePair
 from smalti.sim.dtypes import BIT, FLOAT, HALF_ELEMENT, SIGNED, TYPES
 from smalti.sim.errors import Unsupported
-from smalti.sim.lanes import Lanes
+from smalti.sim.lanes import Lanes, thread_ids
 from smalti.sim.machine import Machine
-from smalti.sim.operands import DecodeEnv, Modifiers, reader, writer
-from smalti.sim.ops.common import elementwise
+from smalti.sim.operands import DecodeEnv, Modifiers, expect, reader, writer
 from smalti.sim.registry import Compute, Step, semantics
 
 ORDERED = {
@@ -107,7 +106,38 @@ def decode_selp(inst: Instruction, env: DecodeEnv) -> Step:
     mods.done()
     if ptx_type == "pred":
         raise Unsupported("selp.pred")
-    return elementwise(inst, env, [ptx_type, ptx_type, "pred"], ptx_type,
-                       lambda a, b, c: np.where(c, a, b))
+    dest, first, second, condition = expect(inst.operands, 4)
+    write = writer(dest, ptx_type, env)
+    read_a, read_b = reader(first, ptx_type, env), reader(second, ptx_type, env)
+    read_c = reader(condition, "pred", env)
+
+    def run(m: Machine, lanes: Lanes) -> None:
+        registers = m.registers
+        c, a, b = read_c(m, lanes), read_a(m, lanes), read_b(m, lanes)
+        if registers.taint is not None:  # an undefined operand: only the chosen one counts
+            registers.taint = _selected_taint(m, lanes, c, (read_c, read_a, read_b))
+        write(m, lanes, np.where(c, a, b))
+
+    return Compute(run)
+
+
+def _selected_taint(m: Machine, lanes: Lanes, c: np.ndarray, reads) -> np.ndarray | None:
+    """The threads whose selp result is undefined (sim/poison.py): an undefined condition,
+    or an undefined operand it selects."""
+    registers = m.registers
+    registers.taint = None
+    taints = []
+    for read in reads:
+        read(m, lanes)
+        taints.append(registers.take_taint())
+    condition, first, second = taints
+    chosen = np.zeros(lanes.mask.size, np.bool_)
+    chosen[thread_ids(lanes)] = np.broadcast_to(c, (lanes.count,))
+    taint = np.zeros_like(chosen) if condition is None else condition
+    if first is not None:
+        taint |= first & chosen
+    if second is not None:
+        taint |= second & ~chosen
+    return taint if taint.any() else None
 
 

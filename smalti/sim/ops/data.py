@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from smalti.ptx.module import Instruction, VectorOperand
-from smalti.sim.dtypes import BITS, UINT_OF_BITS, bits_as
+from smalti.sim.dtypes import B128, BITS, UINT_OF_BITS, bits_as
 from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
@@ -32,7 +34,7 @@ def decode_mov(inst: Instruction, env: DecodeEnv) -> Step:
 
 def _part_type(ptx_type: str, parts: tuple) -> tuple[int, str]:
     width = BITS[ptx_type] // len(parts)
-    if width not in (8, 16, 32) or width * len(parts) != BITS[ptx_type]:
+    if width not in (8, 16, 32, 64) or width * len(parts) != BITS[ptx_type]:
         raise Unsupported(f"cannot split .{ptx_type} into {len(parts)} parts")
     return width, f"b{width}"
 
@@ -42,6 +44,8 @@ def _pack(dest, parts: tuple, ptx_type: str, env: DecodeEnv) -> Step:
     reads = [reader(p, part_type, env) for p in parts]
     write = writer(dest, ptx_type, env)
     udt = UINT_OF_BITS[BITS[ptx_type]]
+    if udt == B128:
+        return Compute(partial(_pack_wide, reads, write, UINT_OF_BITS[width]))
 
     def run(m: Machine, lanes: Lanes) -> None:
         packed = np.zeros((), udt)
@@ -57,6 +61,8 @@ def _unpack(parts: tuple, src, ptx_type: str, env: DecodeEnv) -> Step:
     read = reader(src, ptx_type, env)
     writes = [writer(p, part_type, env) for p in parts]
     udt = UINT_OF_BITS[BITS[ptx_type]]
+    if udt == B128:
+        return Compute(partial(_unpack_wide, read, writes, UINT_OF_BITS[width]))
     mask = udt((1 << width) - 1)
 
     def run(m: Machine, lanes: Lanes) -> None:
@@ -65,6 +71,20 @@ def _unpack(parts: tuple, src, ptx_type: str, env: DecodeEnv) -> Step:
             write(m, lanes, ((bits >> udt(width * i)) & mask).astype(UINT_OF_BITS[width]))
 
     return Compute(run)
+
+
+def _pack_wide(reads, write, part, m: Machine, lanes: Lanes) -> None:
+    """mov.b128 d, {a, b}: parts laid out lowest first (little-endian, as in memory)."""
+    columns = [np.broadcast_to(read(m, lanes), (lanes.count,)).astype(part) for read in reads]
+    write(m, lanes, np.ascontiguousarray(np.stack(columns, axis=1)).view(B128)[:, 0])
+
+
+def _unpack_wide(read, writes, part, m: Machine, lanes: Lanes) -> None:
+    """mov.b128 {a, b}, d: the parts of each 16-byte value, lowest first."""
+    bits = np.ascontiguousarray(np.broadcast_to(read(m, lanes), (lanes.count,)))
+    columns = bits.view(part).reshape(lanes.count, -1)
+    for i, write in enumerate(writes):
+        write(m, lanes, columns[:, i])
 
 
 @semantics("cvta")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from smalti.ptx.module import Instruction, Symbol
-from smalti.sim.barriers import MBarrier
-from smalti.sim.errors import Fault, Unsupported
+from smalti.sim.async_engine import AsyncEngine
+from smalti.sim.errors import Unsupported
 from smalti.sim.lanes import Lanes
 from smalti.sim.machine import Machine
 from smalti.sim.operands import DecodeEnv, Modifiers, reader, writer
@@ -154,7 +154,7 @@ def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop
                 count = positions.size if values is None else int(values[positions].sum())
             remote = (m.geometry.block_of[ids[positions]] != key[0]).any()
             tokens[positions] = barriers.arrive(key, count, thread, drop,
-                                                remote_as if remote else None)
+                                                remote_as if remote else None, inst.line)
         if write is not None:
             write(m, lanes, tokens)
         m.async_engine.tick()
@@ -165,9 +165,12 @@ def _arrive(inst: Instruction, env: DecodeEnv, space: str, expect_tx: bool, drop
 def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool,
           ordering: Ordering) -> Step:
     """p = try_wait/test_wait{.parity} [addr], state|parity{, hint}: sleeps while incomplete.
-    A wait that sees a phase threads of other CTAs arrived on must synchronise with them:
-    their arrives released at .cluster scope, itself acquiring at .cluster scope (PTX ISA,
-    "Memory Consistency Model": morally strong operations need each other's thread in scope)."""
+    A wait that sees a phase threads of other CTAs arrived on synchronises with them only when
+    their arrives released, and it acquires, at .cluster scope (PTX ISA, "Memory Consistency
+    Model": morally strong operations need each other's thread in scope). Otherwise it orders
+    nothing between the CTAs, which matters only if a generic access then races with one of
+    theirs (sim/hazards.py reports that race, naming this wait); data that moves only through
+    the async proxy (TMA, tcgen05) leaves no generic access to race with."""
     if len(inst.operands) not in (3, 4):
         raise Unsupported("mbarrier waits take a predicate, an address and a state or parity")
     dest, address, phase = inst.operands[:3]
@@ -191,8 +194,7 @@ def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool,
                                           None if parity else int(p), thread)
                 done[at] = ok
                 if ok:
-                    _check_remote(engine.barriers.table[key], None if parity else int(p),
-                                  ordering, thread)
+                    _synchronise(engine, key, None if parity else int(p), ordering, inst.line)
                     engine.observed(*key)
                 else:
                     what = engine.barriers.describe(key)
@@ -208,20 +210,26 @@ def _wait(inst: Instruction, env: DecodeEnv, space: str, parity: bool,
     return Wait(poll)
 
 
-def _check_remote(bar: MBarrier, token: int | None, ordering: Ordering, thread: int) -> None:
-    """Fault when the wait observes the last completed phase (a parity wait, or one whose
-    token names it), another CTA arrived on it, and the arrive's release or the wait's
-    acquire does not reach across CTAs."""
-    if bar.completed_remote is None or (token is not None and token != bar.phase - 1):
+def _synchronise(engine: AsyncEngine, key: tuple[int, int], token: int | None,
+                 ordering: Ordering, line: int | None) -> None:
+    """When the wait observes the last completed phase (a parity wait, or one whose token
+    names it) and other CTAs arrived on it: order their accesses before this CTA's if both
+    sides reach across CTAs, else record the wait (`SharedHazards.weak_wait`)."""
+    bar = engine.barriers.table[key]
+    weakness = bar.completed_remote
+    if weakness is None or (token is not None and token != bar.phase - 1):
         return
-    if bar.completed_remote != "cluster":
-        raise Fault(f"this wait observes an mbarrier phase a thread of another CTA arrived on "
-                    f"with {bar.completed_remote} semantics, which do not order that thread's "
-                    "accesses before this CTA's: arrive with .release.cluster", thread)
-    if not ordering.reaches_cluster():
-        raise Fault(f"this wait ({ordering.describe('acquire')}) observes an mbarrier phase a "
-                    "thread of another CTA arrived on: only a wait with .acquire.cluster "
-                    "synchronises with its release", thread)
+    if weakness == "cluster" and ordering.reaches_cluster():
+        engine.shared.sync(np.array([key[0]]), cluster=True)
+        return
+    arrive = "" if bar.completed_remote_line is None else f" at line {bar.completed_remote_line}"
+    wait = "" if line is None else f" at line {line}"
+    released = ".release.cluster" if weakness == "cluster" else weakness
+    engine.shared.weak_wait(key[0], (
+        f"the mbarrier wait{wait} ({ordering.describe('acquire')}) observed a phase a thread of "
+        f"another CTA arrived on{arrive} ({released}), "
+        "which orders nothing between the CTAs: arrive with .release.cluster and wait with "
+        ".acquire.cluster"))
 
 
 def _subset(lanes: Lanes, keep: np.ndarray) -> Lanes:

@@ -18,7 +18,6 @@ from smalti.sim.memory import (
     SHARED_WINDOW,
     LocalMemory,
     gather,
-    scatter,
 )
 from smalti.sim.operands import (
     DecodeEnv,
@@ -77,7 +76,7 @@ def _address(op, space: str, env: DecodeEnv) -> AddressFn:
             address = np.uint64(env.shared.offsets[name]) + delta
             if space == "generic":
                 address = address + np.uint64(SHARED_WINDOW)
-            return lambda m, lanes: address
+            return lambda m, lanes: m.shared.cta_address(address, lanes)
         case Symbol(name=name) if space in ("local", "generic") and name in env.local:
             address = np.uint64(env.local[name]) + delta
             if space == "generic":
@@ -104,7 +103,7 @@ def _sub_lanes(lanes: Lanes, where: np.ndarray) -> Lanes:
 
 
 def _watch(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: Lanes,
-           write: bool, flat: np.ndarray | None = None) -> bool:
+           write: bool, flat: np.ndarray | None = None, line: int | None = None) -> bool:
     """Hazard checks of an ld/st to shared memory (races, uninitialised bytes, async owners);
     called after the access, so its bounds are already checked. `flat`: the access's flat
     offsets into shared memory, when the access already computed them. True when a store
@@ -122,8 +121,8 @@ def _watch(m: Machine, space: str, addresses: np.ndarray, nbytes: int, lanes: La
     threads = thread_ids(lanes)
     hazards = m.async_engine.shared
     if write:
-        return hazards.write(flat, nbytes, threads)
-    hazards.read(flat, nbytes, threads)
+        return hazards.write(flat, nbytes, threads, line)
+    hazards.read(flat, nbytes, threads, line)
     return False
 
 
@@ -210,7 +209,7 @@ def _store(m: Machine, space: str, addresses: np.ndarray, values: np.ndarray, el
     if flat is None:
         flat = _located(m, space, addresses, elem * values.shape[1], lanes, "store")
     if flat is not None:
-        scatter(m.shared.data, flat, values, elem)
+        m.shared.write(flat, values, elem, lanes)
         return
     if space == "local":
         _local(m).store(addresses, values, elem, lanes)
@@ -269,7 +268,7 @@ def decode_ld(inst: Instruction, env: DecodeEnv) -> Step:
         addresses = _per_lane(address_of(m, lanes), lanes)
         flat = _located(m, space, addresses, elem * count, lanes, "load")
         raw = _load(m, space, addresses, elem, count, lanes, flat)
-        _watch(m, space, addresses, elem * count, lanes, False, flat)
+        _watch(m, space, addresses, elem * count, lanes, False, flat, inst.line)
         if m.peers is not None and peer is not None:
             peer(m, addresses, lanes)
         for j, write in enumerate(writes):
@@ -327,7 +326,7 @@ def decode_st(inst: Instruction, env: DecodeEnv) -> Step:
         _store(m, space, addresses, values, elem, lanes, flat)
         if m.peers is not None and peer is not None:
             peer(m, addresses, lanes)
-        collided = _watch(m, space, addresses, nbytes, lanes, True, flat)
+        collided = _watch(m, space, addresses, nbytes, lanes, True, flat, inst.line)
         if space == "local" or not (collided or (
                 flat is None and may_overlap(m, addresses, nbytes, lanes))):
             return

@@ -12,10 +12,13 @@ PTX ISA, "TensorCore 5th Generation Family Instructions":
   data between a warp's registers and tensor memory (layouts: tcgen05_fragments.py). Every
   thread of the warp executes them with the same address; warp w of a warpgroup reaches only
   lanes 32*(w%4) to 32*(w%4)+31 ("Tensor Memory access restrictions").
-- Both are asynchronous: `tcgen05.wait::ld` waits for the executing thread's prior loads
-  (their destination registers are owned by the load until then: reading one earlier is a
-  reported hazard), `tcgen05.wait::st` for its prior stores (the cells they wrote may not be
-  read by tcgen05.ld or tcgen05.mma until then).
+- Both are asynchronous: `tcgen05.wait::ld` waits for the executing thread's prior loads,
+  `tcgen05.wait::st` for its prior stores (the cells they wrote may not be read by
+  tcgen05.ld or tcgen05.mma until then). A load's destination registers are ordinary data
+  dependencies, readable right after it: NVVM's tcgen05.ld intrinsic returns its values and
+  the wait is a separate intrinsic with no data tie to them, so ptxas must guard the reads,
+  and CUTLASS 4.2's sm100 epilogue reads every subtile's registers before its one
+  tcgen05.wait::ld (which orders the tensor memory reads before releasing the accumulator).
 - `tcgen05.fence::before_thread_sync` / `::after_thread_sync` order tcgen05 operations
   around thread synchronisation; the simulator's ordering is already that strong.
 """
@@ -263,23 +266,10 @@ def _load(spec: _Transfer, read_base, m: Machine, lanes: Lanes) -> None:
         if spec.packed:
             values = (values[..., 0] & 0xFFFF) | ((values[..., 1] & 0xFFFF) << 16)
         threads = members[w]
-        op = AsyncOp(engine.new_id(), spec.what, None)
-        op.run = partial(_land, m, spec.names, values.astype(np.uint32), threads)
-        mask = np.zeros(m.geometry.threads, np.bool_)
-        mask[threads] = True
-        engine.own_registers(op, spec.names, mask, reads=True, wait="tcgen05.wait::ld")
-        engine.issue(op, group=("tcgen05.ld", int(threads[0])))
-
-
-def _land(m: Machine, names: list[str], values: np.ndarray, threads: np.ndarray) -> None:
-    """A load completes: its registers get the values (the load's own registers)."""
-    guards = m.async_engine.registers
-    guards.bypass = True
-    try:
-        for r, name in enumerate(names):
-            m.registers.write(name, values[:, r], threads)
-    finally:
-        guards.bypass = False
+        for r, name in enumerate(spec.names):  # register reads wait on the load's data
+            m.registers.write(name, values[:, r].astype(np.uint32), threads)
+        engine.issue(AsyncOp(engine.new_id(), spec.what, lambda: None),
+                     group=("tcgen05.ld", int(threads[0])))
 
 
 def _store(spec: _Transfer, read_base, m: Machine, lanes: Lanes) -> None:

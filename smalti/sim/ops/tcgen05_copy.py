@@ -161,7 +161,7 @@ def _issue(m: Machine, shape: CopyShape, what: str, thread: int, taddr: int,
     engine.own(op, np.concatenate(owned), reads=False)
     for block in blocks:
         memory.own(block, dest_lanes, dest_columns, op.id, what, WAIT_HINT, "cp")
-    memory.uncommitted.setdefault(thread, []).append(op)
+    memory.in_flight.setdefault(thread, []).append(op)
     engine.issue(op)
 
 

@@ -9,7 +9,12 @@ K being 32 bytes of the input type (16 for .kind::f16, 8 for .kind::tf32, 32 for
 descriptor gives the types, transposes, negations, M and N (tcgen05_descriptors.py). With
 M = 128, row i of D is lane i and column j is column d + j (one 32-bit column per f32);
 M = 64 puts 16 rows of D in each 32-lane quarter (`row_lanes`), N then a multiple of 8.
-Products are exact in float64 and summed there, then rounded once to f32.
+Products are exact in float64 and summed there, then rounded once to D's type: f32, or f16
+(.kind::f16 with f16 inputs, .kind::f8f6f4), an f16 D holding one element per 32-bit column
+in the column's low 16 bits (`_d_values`). The optional
+`{disable-output-lane}` vector after idesc leaves the lanes of D whose bits are set as they
+are, and the optional immediate `scale-input-d` after enable_input_d scales the old D by
+2^-scale-input-d before the sum (CUTLASS passes an all-zero vector to every MMA).
 
 The MMA is asynchronous: `tcgen05.commit.cta_group::1.mbarrier::arrive::one{.shared::cluster}
 .b64 [mbar]` makes the mbarrier track the completion of the executing thread's prior
@@ -31,12 +36,12 @@ Rows of .kind::f8f6f4 and .kind::mxf8f6f4 hold 32 elements in 32 bytes of shared
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
 
-from smalti.ptx.module import Address, Instruction, VectorOperand
+from smalti.ptx.module import Address, Immediate, Instruction, VectorOperand
 from smalti.sim.async_engine import AsyncOp
 from smalti.sim.errors import Fault, Unsupported
 from smalti.sim.lanes import Lanes, thread_ids
@@ -89,22 +94,53 @@ def decode_mma(inst: Instruction, env: DecodeEnv, mods: Modifiers) -> Compute:
         except ValueError as error:
             raise Unsupported(str(error)) from None
     operands = list(inst.operands)
+    mask_op, scale_d = _output_options(operands, block_scale, pair, kind)
     expected = 7 if block_scale else 5
     if len(operands) != expected or isinstance(operands[-1], VectorOperand):
-        raise Unsupported("tcgen05.mma with disable-output-lane or scale-input-d operands")
+        raise Unsupported("expected [d], a, b_desc, idesc{, {disable-output-lane}}, "
+                          "enable_input_d{, scale-input-d}" if not block_scale else
+                          "expected [d], a, b_desc, idesc, [scale_A], [scale_B], enable_input_d")
     d_op, a_op, b_op, idesc_op = operands[:4]
     a_in_tmem = isinstance(a_op, Address)
     if pair and (block_scale or a_in_tmem):
         raise Unsupported(".cta_group::2 block-scaled MMAs and A from tensor memory are not "
                           "supported")
-    spec = _Spec(kind, a_in_tmem, f"the tcgen05.mma at line {inst.line}", count, pair)
+    spec = _Spec(kind, a_in_tmem, f"the tcgen05.mma at line {inst.line}", count, pair,
+                 scale_d)
     reads = [_tmem_reader(d_op, env),
              _tmem_reader(a_op, env) if a_in_tmem else reader(a_op, "b64", env),
              reader(b_op, "b64", env), reader(idesc_op, "b32", env),
              reader(operands[-1], "pred", env)]
     if block_scale:
         reads += [_tmem_reader(operands[4], env), _tmem_reader(operands[5], env)]
-    return Compute(partial(_mma, spec, tuple(reads)))
+    masks = tuple(reader(op, "b32", env) for op in mask_op.elements) if mask_op else ()
+    return Compute(partial(_mma, spec, tuple(reads), masks))
+
+
+def _output_options(operands: list, block_scale: bool, pair: bool,
+                    kind: str) -> tuple[VectorOperand | None, int]:
+    """Remove the optional `{disable-output-lane}` vector and `scale-input-d` immediate from
+    a dense MMA's `operands` and return them (PTX ISA, "tcgen05.mma"): the vector has 4
+    (.cta_group::1) or 8 (.cta_group::2) .b32 elements, bit i (the first element's bit 0
+    first) masking lane i of D; scale-input-d (0..15, .kind::f16 and .kind::tf32 only) makes
+    D = A*B + D * 2^-scale-input-d."""
+    if block_scale:
+        return None, 0
+    scale_d = 0
+    if len(operands) == 7 or (len(operands) == 6 and isinstance(operands[-1], Immediate)):
+        last = operands.pop()
+        if not isinstance(last, Immediate) or not 0 <= int(last.value) <= 15:
+            raise Unsupported("scale-input-d is an immediate in [0, 15]")
+        if kind not in ("f16", "tf32"):
+            raise Unsupported("scale-input-d needs .kind::f16 or .kind::tf32")
+        scale_d = int(last.value)
+    if len(operands) == 6 and isinstance(operands[4], VectorOperand):
+        mask = operands.pop(4)
+        if len(mask.elements) != (8 if pair else 4):
+            raise Unsupported(f"disable-output-lane has {8 if pair else 4} elements with "
+                              f".cta_group::{2 if pair else 1}")
+        return mask, scale_d
+    return None, scale_d
 
 
 def row_lanes(rows: int, first: int) -> np.ndarray:
@@ -134,6 +170,7 @@ class _Spec:
     what: str
     scale_vectors: int = 0  # scale factors per row per MMA (0: not block-scaled)
     pair: bool = False  # .cta_group::2
+    scale_d: int = 0  # scale-input-d: D = A*B + D * 2^-scale_d
 
 
 @dataclass(frozen=True)
@@ -151,6 +188,8 @@ class _Operands:
     scale_cells: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
     scale_vectors: int = 0
     pair: tuple[int, int] | None = None  # .cta_group::2: the even and odd CTA of the pair
+    disabled: int = 0  # disable-output-lane: bit i set leaves lane i of D as it is
+    scale_d: int = 0
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -169,13 +208,20 @@ def cta_pair(m: Machine, thread: int, what: str) -> tuple[int, int]:
     return int(geometry.peer(block, rank & ~1)), int(geometry.peer(block, rank | 1))
 
 
-def _mma(spec: _Spec, reads, m: Machine, lanes: Lanes) -> None:
+def _mma(spec: _Spec, reads, masks, m: Machine, lanes: Lanes) -> None:
     per_lane = [np.broadcast_to(np.asarray(read(m, lanes)), (lanes.count,)) for read in reads]
+    mask_words = [np.broadcast_to(np.asarray(read(m, lanes)), (lanes.count,)) for read in masks]
     for i, thread in enumerate(thread_ids(lanes).tolist()):  # each thread issues one
         d, a, b, idesc, enable, *scale = (int(values_[i]) for values_ in per_lane)
         ops = _operands(m, spec, thread, d, a, b, idesc, bool(enable))
         if spec.scale_vectors:
             ops = _scale_operands(m, spec, thread, ops, *scale)
+        disabled = sum(int(words[i]) << (32 * w) for w, words in enumerate(mask_words))
+        if disabled and spec.pair:
+            raise Fault(f"{spec.what}: a nonzero disable-output-lane mask with .cta_group::2 "
+                        "is not supported (which words mask which CTA's lanes)", thread)
+        if disabled or spec.scale_d:
+            ops = replace(ops, disabled=disabled, scale_d=spec.scale_d)
         _issue(m, spec, thread, ops)
 
 
@@ -195,9 +241,8 @@ def _operands(m: Machine, spec: _Spec, thread: int, d: int, a: int, b: int, ides
     if idesc.sparse or idesc.max_shift:
         raise Fault(f"{what}: sparse and weight-stationary (.ws) descriptors are not "
                     "supported", thread)
-    if idesc.dtype != "f32":
-        raise Fault(f"{what}: only an f32 accumulator is supported (instruction descriptor "
-                    f"{idesc_value:#010x} gives {idesc.dtype})", thread)
+    if (problem := _accumulator_problem(spec.kind, idesc)) is not None:
+        raise Fault(f"{what}: {problem} (instruction descriptor {idesc_value:#010x})", thread)
     for name, itype in (("A", idesc.atype), ("B", idesc.btype)):
         if itype is None or (itype not in INPUTS and spec.kind not in BYTE_KINDS):
             raise Fault(f"{what}: the instruction descriptor's {name} type is not one "
@@ -258,6 +303,38 @@ def _operands(m: Machine, spec: _Spec, thread: int, d: int, a: int, b: int, ides
                      (d_lanes, d_columns), enable, pair=pair)
 
 
+def _accumulator_problem(kind: str, idesc: InstructionDescriptor | BlockScaledDescriptor
+                         ) -> str | None:
+    """Why D's type does not go with the kind and inputs, or None. PTX ISA, "tcgen05.mma",
+    kinds and types table: .kind::f16 accumulates f16 x f16 in f16 or f32, bf16 x bf16 in
+    f32; .kind::f8f6f4 in f16 or f32; .kind::tf32 and the block-scaled kinds in f32."""
+    dtype = idesc.dtype
+    if dtype == "f32":
+        return None
+    if dtype == "f16" and (kind == "f8f6f4" or (kind == "f16" and idesc.atype == "f16"
+                                                 and idesc.btype == "f16")):
+        return None
+    inputs = "" if kind != "f16" else f" with {idesc.atype} x {idesc.btype}"
+    return f"D of type {dtype} does not go with .kind::{kind}{inputs}"
+
+
+def _d_values(words: np.ndarray, dtype: str) -> np.ndarray:
+    """D's elements (float64) from its 32-bit TMEM cells: an f32 per cell, or an f16 in the
+    low 16 bits of each cell (one element per column, as CUTLASS's tmem_frg lays out 16-bit
+    accumulators in 32-bit storage and tcgen05.ld .pack::16b reads them)."""
+    if dtype == "f16":
+        return (words & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64)
+    return words.view(np.float32).astype(np.float64)
+
+
+def _d_words(values: np.ndarray, dtype: str) -> np.ndarray:
+    """D's 32-bit cells holding `values` rounded once to D's type (`_d_values`'s inverse;
+    an f16's upper 16 bits are written as zero, which the ISA leaves unsaid)."""
+    if dtype == "f16":
+        return values.astype(np.float16).view(np.uint16).astype(np.uint32)
+    return values.astype(np.float32).view(np.uint32)
+
+
 def _scale_operands(m: Machine, spec: _Spec, thread: int, ops: _Operands, scale_a: int,
                     scale_b: int) -> _Operands:
     """Check the block-scaled operands: the scale type and data IDs the instruction allows,
@@ -276,8 +353,10 @@ def _scale_operands(m: Machine, spec: _Spec, thread: int, ops: _Operands, scale_
                         thread)
     memory = tensor_memory(m)
     cells = []
-    for name, taddr, make, extent in (("A", scale_a, scales.a_cells, idesc.m),
-                                      ("B", scale_b, scales.b_cells, idesc.n)):
+    for name, taddr, make, extent, ident in (
+            ("A", scale_a, scales.a_cells, idesc.m, idesc.a_scale_id),
+            ("B", scale_b, scales.b_cells, idesc.n, idesc.b_scale_id)):
+        taddr = _scale_address(taddr, ident, name, thread, what)
         if lane_of(taddr) != 0:
             raise Fault(f"{what}: the scale factors of {name} start at tensor memory lane "
                         f"{lane_of(taddr)}; with M = 128 they start at lane 0", thread)
@@ -287,6 +366,18 @@ def _scale_operands(m: Machine, spec: _Spec, thread: int, ops: _Operands, scale_
         cells.append((lanes, columns))
     return _Operands(ops.block, ops.kind, idesc, ops.a_addresses, ops.a_cells,
                      ops.b_addresses, ops.d_cells, ops.enable_d, (cells[0], cells[1]), count)
+
+
+def _scale_address(taddr: int, ident: int, name: str, thread: int, what: str) -> int:
+    """A scale-factor TMEM address without its top two bits, which CUTLASS sets to the byte
+    of the 32-bit column the scales start at (`make_runtime_instr_desc_block_scaled` copies
+    them into the instruction descriptor's data ID): they must agree with that ID."""
+    byte = (taddr >> 30) & 3
+    if byte and byte != ident:
+        raise Fault(f"{what}: the scale factors of {name} are addressed at byte {byte} of "
+                    f"their column, but the instruction descriptor's data ID is {ident}",
+                    thread)
+    return taddr & 0x3FFFFFFF
 
 
 def _shared_operand(m: Machine, value: int, rows: int, esize: int, mn_major: bool,
@@ -325,7 +416,7 @@ def _issue(m: Machine, spec: _Spec, thread: int, ops: _Operands) -> None:
     engine.own(op, np.unique(np.concatenate(owned)), reads=False)
     for block in ops.blocks:
         memory.own(block, *ops.d_cells, op.id, spec.what, WAIT_HINT, "mma")
-    memory.uncommitted.setdefault(thread, []).append(op)
+    memory.in_flight.setdefault(thread, []).append(op)
     engine.issue(op)
 
 
@@ -355,10 +446,14 @@ def _compute(m: Machine, ops: _Operands) -> None:
     rows = ops.d_cells[0].shape[0]
     for i, block in enumerate(ops.blocks):
         piece = product[i * rows:(i + 1) * rows]
-        if ops.enable_d:
-            old = memory.read(block, *ops.d_cells).view(np.float32)
-            piece = piece + old.astype(np.float64)
-        memory.write(block, *ops.d_cells, piece.astype(np.float32).view(np.uint32))
+        if ops.enable_d or ops.disabled:
+            old = _d_values(memory.read(block, *ops.d_cells), idesc.dtype)
+            if ops.enable_d:
+                piece = piece + np.ldexp(old, -ops.scale_d)
+            if ops.disabled:  # (.cta_group::1 only: one block)
+                kept = [(ops.disabled >> int(lane)) & 1 for lane in ops.d_cells[0][:, 0]]
+                piece = np.where(np.array(kept, bool)[:, None], old, piece)
+        memory.write(block, *ops.d_cells, _d_words(piece, idesc.dtype))
 
 
 def _inputs(m: Machine, ops: _Operands, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -433,7 +528,11 @@ def decode_commit(inst: Instruction, env: DecodeEnv, mods: Modifiers) -> Compute
                         multicast_targets(m, thread, int(masks[i]), what)]
             for key in keys:
                 engine.barriers.get(key, thread)
-            tracked = memory.uncommitted.pop(thread, [])
+            # All the thread's prior tcgen05 operations, those an earlier commit tracked too
+            # (PTX ISA, "tcgen05.commit"): CUTLASS commits each K block's MMAs to the
+            # stage's empty barrier and then, at the end of a tile, to the accumulator's.
+            tracked = [op for op in memory.in_flight.get(thread, ()) if not op.retired]
+            memory.in_flight[thread] = tracked
             op = AsyncOp(engine.new_id(), what, partial(_arrive, m, keys, thread, tracked),
                          chain=("tcgen05", thread))
             engine.issue(op)

@@ -101,8 +101,13 @@ def decode_cp(inst: Instruction, env: DecodeEnv) -> Step:
     mods.flag("tile")
     if not mods.flag("mbarrier::complete_tx::bytes"):
         raise Unsupported("tensor loads complete through .mbarrier::complete_tx::bytes")
+    group = mods.one_of(("cta_group::1", "cta_group::2"))
     mods.done()
-    return _load(inst, env, rank, multicast, hinted)
+    if group is not None and spaces != ["shared::cluster", "global"]:
+        raise Unsupported(f".{group} loads into .shared::cluster")
+    if group == "cta_group::2" and multicast:
+        raise Unsupported(".multicast::cluster with .cta_group::2 is not supported")
+    return _load(inst, env, rank, multicast, hinted, group)
 
 
 def _tensor_operand(op, rank: int, env: DecodeEnv):
@@ -177,11 +182,15 @@ def _check_coords(tm: TensorMap, rank: int, thread: int, what: str) -> None:
         raise Fault(f"{what} is {rank}d but its tensor map has rank {tm.rank}", thread)
 
 
-def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted: bool) -> Step:
+def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted: bool,
+          group: str | None = None) -> Step:
     """A tensor load into the CTA `dst` names, or with .multicast::cluster into the same
     CTA-relative offsets of `dst` and `bar` in every CTA of the cluster whose rank is set in
     the 16-bit ctaMask (PTX ISA, cp.async.bulk.tensor): one queued copy per destination.
-    With .L2::cache_hint a last operand is the 64-bit cache policy, read and ignored."""
+    With .L2::cache_hint a last operand is the 64-bit cache policy, read and ignored.
+    `.cta_group::1` wants the mbarrier in the destination CTA; `.cta_group::2` lets it be in
+    the destination CTA's peer (cluster ranks 2i and 2i + 1), as CUTLASS's 2-SM mainloop
+    signals the leader CTA's barrier for both CTAs' halves of a stage."""
     operands = expect(inst.operands, 3 + multicast + hinted)
     if hinted:
         reader(operands[-1], "b64", env)  # decodes (so a bad operand is reported), unused
@@ -205,6 +214,8 @@ def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted:
             point = tuple(int(c[i]) for c in cs)
             if masks is None:
                 targets = [(int(dst_blocks[i]), int(bar_blocks[i]))]
+                if group is not None:
+                    _check_group(m, group, *targets[0], thread, what)
             else:
                 targets = multicast_targets(m, thread, int(masks[i]), what)
             retired = _peer_checked(m, tm, point, thread, site, what, read=True, write=False)
@@ -213,6 +224,21 @@ def _load(inst: Instruction, env: DecodeEnv, rank: int, multicast: bool, hinted:
                             (bar_block, int(bars[i])), thread, what, retired)
 
     return Compute(run)
+
+
+def _check_group(m: Machine, group: str, dst_block: int, bar_block: int, thread: int,
+                 what: str) -> None:
+    """The mbarrier of a .cta_group::N load lies in the destination CTA (or, N = 2, in its
+    peer)."""
+    if bar_block == dst_block:
+        return
+    rank = int(m.geometry.cluster_rank[dst_block])
+    if group == "cta_group::2" and bar_block == int(m.geometry.peer(dst_block, rank ^ 1)):
+        return
+    allowed = "the destination CTA" + (" or its peer" if group == "cta_group::2" else "")
+    raise Fault(f"{what}: with .{group} the mbarrier must be in {allowed} (cluster rank "
+                f"{rank}); it is in cluster rank {int(m.geometry.cluster_rank[bar_block])}",
+                thread)
 
 
 def _issue_load(m: Machine, tm: TensorMap, point: tuple[int, ...], dst: tuple[int, int],
