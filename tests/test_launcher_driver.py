@@ -47,6 +47,7 @@ DSL_EXAMPLES = {
                                                S((256,), F32))),
     "softmax": ("softmax", "softmax", (S((256, 512), F32),)),
     "matmul": ("matmul", "matmul", (S((256, 256), BF16),) * 2),
+    "matmul_autotuned": ("matmul_autotuned", "matmul", (S((256, 256), BF16),) * 2),
     "matmul_ws": ("matmul_ws", "matmul_ws", (S((256, 512), BF16), S((512, 512), BF16))),
     "flash_attention_d64": ("flash_attention", "attention", (S((2, 256, 64), BF16),) * 3),
     "flash_attention_d128": ("flash_attention", "causal_attention",

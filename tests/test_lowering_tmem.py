@@ -17,7 +17,7 @@ from smalti.dialect import DiagnosticError, layout_to_attr, make_context
 from smalti.runtime import compile_mlir
 from smalti.runtime.simulate import run_simulated
 from smalti.sim.errors import SimError
-from smalti.tiling import tmem_layout
+from smalti.tiling import LayoutError, tmem_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 LIT_FILE = ROOT / "lit_tests" / "lowering" / "tmem.mlir"
@@ -30,11 +30,15 @@ DTYPES = {"f32": np.float32, "i32": np.int32, "bf16": ml_dtypes.bfloat16, "f16":
 
 
 def _roundtrip(element: str, columns: int, store_at: int, load_at: int, *,
-               cast: str | None = None, warpgroups: int = 1, dealloc: bool = True) -> str:
+               cast: str | None = None, warpgroups: int = 1, dealloc: bool = True,
+               unpacked: bool = False) -> str:
     """A kernel: %a (128x64) -> registers [-> layout_cast] -> TMEM columns from `store_at`
-    -> registers (from `load_at`) -> %out; `columns` allocated (the ref spans them)."""
+    -> registers (from `load_at`) -> %out; `columns` allocated (the ref spans them;
+    `unpacked`: 16-bit elements one per column)."""
     packed = 32 // int(re.sub(r"\D", "", element))
     ref = f'memref<128x{columns * packed}x{element}, "tmem">'
+    if unpacked:
+        ref = f'memref<128x{columns}x{element}, strided<[{2 * columns}, 2]>, "tmem">'
     vector = f"vector<128x64x{element}>"
     value = "%v"
     body = ""
@@ -121,6 +125,84 @@ def test_every_data_movement_shape(shape, num, element):
     np.testing.assert_array_equal(result[1], a)
 
 
+@pytest.mark.parametrize("element", ["f16", "bf16"])
+@pytest.mark.parametrize(("shape", "num"), [("16x64b", 4), ("16x128b", 2), ("16x256b", 1),
+                                            ("32x32b", 8)])
+def test_unpacked_every_data_movement_shape(shape, num, element):
+    """Unpacked 16-bit refs (one element per 32-bit column) from the odd column 33:
+    tcgen05.st .unpack::16b through each shape's layout, each register spanning two columns
+    (so blocks of a layout lie twice as far apart), loaded back through .32x32b
+    .pack::16b."""
+    with make_context():
+        layout = str(layout_to_attr(tmem_layout(shape, num, 16)))
+    a = _data(element, 7)
+    text = _roundtrip(element, 128, 33, 33, cast=layout, unpacked=True)
+    compiled = compile_mlir(text, "roundtrip", arch=ARCH)
+    stores = re.findall(r"tcgen05\.st\.sync\.aligned\.(\w+)\.x(\d+)\.unpack::16b\.b32 "
+                        r"\[%r\d+\](, \d+)?", compiled.ptx)
+    assert {store[0] for store in stores} == {shape}
+    assert "tcgen05.ld.sync.aligned.32x32b.x32.pack::16b.b32" in compiled.ptx
+    result = run_simulated(compiled, a, np.zeros_like(a), async_completion="latest")
+    np.testing.assert_array_equal(result[1], a)
+
+
+@pytest.mark.parametrize("policy", ["latest", "random"])
+def test_stage_chosen_at_run_time(policy):
+    """The lit kernel tmem_stage.mlir: block b stores its rows of %a into stage b (of 2) of
+    a zeroed 128-column region through `tmem_stage` with the block index, then loads all
+    128 columns: %a's values in its stage's columns, zeros in the other."""
+    text = (ROOT / "lit_tests" / "lowering" / "tmem_stage.mlir").read_text()
+    a = np.random.default_rng(8).standard_normal((256, 64)).astype(np.float32)
+    compiled = compile_mlir(text, "tmem_stage.mlir", arch=ARCH)
+    out = run_simulated(compiled, a, np.full((256, 128), np.nan, np.float32),
+                        async_completion=policy, seed=4)[1]
+    want = np.zeros((256, 128), np.float32)
+    want[:128, :64], want[128:, 64:] = a[:128], a[128:]
+    np.testing.assert_array_equal(out, want)
+
+
+def test_unpacked_16x32bx2_is_a_located_error():
+    """.16x32bx2's immHalfSplitoff under .pack::16b is not modelled: refused at the op."""
+    with make_context():
+        layout = str(layout_to_attr(tmem_layout("16x32bx2", 4, 16)))
+    text = _roundtrip("f16", 128, 0, 0, cast=layout, unpacked=True)
+    with pytest.raises(DiagnosticError, match=r"'smalti.tmem_store' op moves an unpacked "
+                                              r"16-bit TMEM ref with .16x32bx2"):
+        compile_mlir(text, "roundtrip", arch=ARCH)
+
+
+ROUNDED = """
+func.func @rounded(%a: memref<128x64xf32>, %out: memref<128x64xbf16>)
+    attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  %c0 = arith.constant 0 : index
+  %t = "smalti.tmem_alloc"() {columns = 64 : i64} : () -> memref<128x64xf32, "tmem">
+  %v = "smalti.vector_load"(%a, %c0, %c0) : (memref<128x64xf32>, index, index)
+      -> vector<128x64xf32>
+  "smalti.tmem_store"(%v, %t) : (vector<128x64xf32>, memref<128x64xf32, "tmem">) -> ()
+  %w = "smalti.tmem_load"(%t) : (memref<128x64xf32, "tmem">) -> vector<128x64xf32>
+  %h = arith.truncf %w : vector<128x64xf32> to vector<128x64xbf16>
+  "smalti.vector_store"(%h, %out, %c0, %c0)
+      : (vector<128x64xbf16>, memref<128x64xbf16>, index, index) -> ()
+  "smalti.tmem_dealloc"(%t) : (memref<128x64xf32, "tmem">) -> ()
+  return
+}
+"""
+
+
+def test_loaded_value_that_is_stored_gets_16_byte_vectors():
+    """An f32 value loaded from TMEM, rounded to bf16 and stored: inference gives the load
+    .32x32b's threads with 8 columns to a register vector (tcgen05.ld.32x32b still moves it
+    register for register), so each thread's 128-byte bf16 row is 8 16-byte stores, not
+    64 2-byte ones; the numbers are the rounded input."""
+    a = _data("f32", 7)
+    compiled = compile_mlir(ROUNDED, "rounded", arch=ARCH)
+    assert "tcgen05.ld.sync.aligned.32x32b.x64.b32" in compiled.ptx
+    stores = re.findall(r"^\s*st\.global\.(\S+)", compiled.ptx, re.MULTILINE)
+    assert stores == ["v4.b32"] * 8, stores
+    result = run_simulated(compiled, a, np.zeros((128, 64), ml_dtypes.bfloat16))[1]
+    np.testing.assert_array_equal(result, a.astype(ml_dtypes.bfloat16))
+
+
 def test_strided_value_is_relaid_out_before_the_store():
     """A value fixed to a strided layout (no tcgen05.st moves it) is relaid out by the
     layout_cast inference inserts."""
@@ -192,3 +274,25 @@ def test_lit_kernels_assemble_without_spills(index):
         report = result.reports[kernel]
         assert (report.spill_stores, report.spill_loads, report.stack_frame) == (0, 0, 0)
     assert ".target sm_100a" in compiled.ptx
+
+
+def test_row_vector_layouts_are_realised_by_32x32b_register_for_register():
+    """.32x32b's thread map with any number of whole registers' columns to a vector is moved
+    by .32x32b (smalti.tiling.tmem.TmemAccess.realises); its own layout has one register's
+    columns to a vector. A vector splitting a 16-bit register's pair is refused, and so is
+    a layout whose threads hold other rows (.16x256b's)."""
+    from smalti.tiling import TmemAccess
+    from smalti.tiling.tmem import tmem_accesses, tmem_row_layout
+
+    for vector, bits in ((8, 32), (4, 32), (1, 32), (8, 16), (2, 16), (16, 8)):
+        layout = tmem_row_layout(vector, bits)
+        found = tmem_accesses(layout, (128, 64), bits)
+        assert [(a.shape, a.num) for a in found] == [("32x32b", 64 * bits // 32)], (vector, bits)
+        table = found[0].instruction_registers((128, 64), layout)
+        per = 32 // bits
+        columns = np.arange(64).reshape(-1, per)  # the columns of each isa register
+        np.testing.assert_array_equal(table[0, 5, :, :, 0], columns // vector)
+        np.testing.assert_array_equal(table[0, 5, :, :, 1], columns % vector)
+    with pytest.raises(LayoutError, match="whole registers"):
+        tmem_row_layout(1, 16)
+    assert not TmemAccess("32x32b", 64).realises(tmem_layout("16x256b", 8), (128, 64))

@@ -198,3 +198,73 @@ func.func @store_out_of_bounds() attributes {smalti.kernel, smalti.grid = array<
   "smalti.tmem_store"(%v, %t) : (vector<128x64xf32>, memref<128x32xf32, "tmem">) -> ()
   return
 }
+
+// -----
+
+// ---- unpacked 16-bit refs: strided<[2C, 2]>, one element per 32-bit column
+
+func.func @unpacked_f32() attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  // expected-error @+1 {{expects the result to have the identity layout (packed) or, for 16-bit elements, strided<[128, 2]> (one per 32-bit column), got memref<128x64xf32, strided<[128, 2]>, "tmem">}}
+  %t = "smalti.tmem_alloc"() {columns = 64 : i64} : () -> memref<128x64xf32, strided<[128, 2]>, "tmem">
+  return
+}
+
+// -----
+
+func.func @unpacked_wrong_row_stride() attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  // expected-error @+1 {{expects the result to have the identity layout (packed) or, for 16-bit elements, strided<[128, 2]> (one per 32-bit column), got memref<128x64xf16, strided<[64, 2]>, "tmem">}}
+  %t = "smalti.tmem_alloc"() {columns = 64 : i64} : () -> memref<128x64xf16, strided<[64, 2]>, "tmem">
+  return
+}
+
+// -----
+
+// 64 unpacked f16 elements span 64 columns, not the 32 64 packed ones would.
+func.func @unpacked_columns() attributes {smalti.kernel, smalti.grid = array<i64: 1>} {
+  // expected-error @+1 {{the result memref<128x64xf16, strided<[128, 2]>, "tmem"> spans 64 TMEM columns, not the 32 allocated}}
+  %t = "smalti.tmem_alloc"() {columns = 32 : i64} : () -> memref<128x64xf16, strided<[128, 2]>, "tmem">
+  return
+}
+
+// -----
+
+// ---- tmem_stage: equal stages, each starting a 32-bit column, of the source's type
+
+func.func @stage_unequal(%t: memref<128x96xf32, "tmem">, %k: index) {
+  // expected-error @+1 {{'smalti.tmem_stage' op the source's 96 columns do not split into 5 equal stages}}
+  %s = "smalti.tmem_stage"(%t, %k) {stages = 5 : i64} : (memref<128x96xf32, "tmem">, index) -> memref<128x19xf32, "tmem">
+  return
+}
+
+// -----
+
+func.func @stage_result_type(%t: memref<128x128xf32, "tmem">, %k: index) {
+  // expected-error @+1 {{expects the result memref<128x64xf32, "tmem"> (a stage of memref<128x128xf32, "tmem">), got memref<128x64xbf16, "tmem">}}
+  %s = "smalti.tmem_stage"(%t, %k) {stages = 2 : i64} : (memref<128x128xf32, "tmem">, index) -> memref<128x64xbf16, "tmem">
+  return
+}
+
+// -----
+
+func.func @stage_unpacked_layout(%t: memref<128x128xf16, strided<[256, 2]>, "tmem">, %k: index) {
+  // expected-error @+1 {{expects the result memref<128x64xf16, strided<[128, 2]>, "tmem"> (a stage of memref<128x128xf16, strided<[256, 2]>, "tmem">), got memref<128x64xf16, "tmem">}}
+  %s = "smalti.tmem_stage"(%t, %k) {stages = 2 : i64} : (memref<128x128xf16, strided<[256, 2]>, "tmem">, index) -> memref<128x64xf16, "tmem">
+  return
+}
+
+// -----
+
+func.func @stage_splits_a_column(%t: memref<128x6xbf16, "tmem">, %k: index) {
+  // expected-error @+1 {{a stage of 3 columns of bf16 does not start a 32-bit TMEM column (2 elements each)}}
+  %s = "smalti.tmem_stage"(%t, %k) {stages = 2 : i64} : (memref<128x6xbf16, "tmem">, index) -> memref<128x3xbf16, "tmem">
+  return
+}
+
+// -----
+
+func.func @stage_out_of_range(%t: memref<128x128xf32, "tmem">) {
+  %c2 = arith.constant 2 : index
+  // expected-error @+1 {{stage 2 is out of range for 2 stages}}
+  %s = "smalti.tmem_stage"(%t, %c2) {stages = 2 : i64} : (memref<128x128xf32, "tmem">, index) -> memref<128x64xf32, "tmem">
+  return
+}

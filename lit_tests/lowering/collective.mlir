@@ -330,14 +330,17 @@ func.func @multimem_int(%out: memref<4x128xi32>, %o64: memref<2x128xi64>) attrib
 // CHECK-NEXT: cvta.param.u64 [[MAPS:%rd[0-9]+]], [[M]];
 // CHECK:      ld.global.u32 [[DEV:%r[0-9]+]], [{{%rd[0-9]+}}];
 // CHECK:      add.s64 [[M2:%rd[0-9]+]], [[MAPS]], 256;
-// CHECK:      @[[LEAD:%p[0-9]+]] fence.proxy.async.global;
-// CHECK:      @[[LEAD]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%r[0-9]+}}], [[[M2]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
+// CHECK:      elect.sync _|[[E1:%p[0-9]+]], 4294967295;
+// CHECK-NEXT: @[[E1]] fence.proxy.async.global;
+// CHECK-NEXT: @[[E1]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%r[0-9]+}}], [[[M2]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
 // CHECK:      mad.wide.u32 [[MP:%rd[0-9]+]], {{%r[0-9]+}}, 128, [[MAPS]];
-// CHECK:      @[[LEAD]] fence.proxy.async.global;
-// CHECK:      @[[LEAD]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%r[0-9]+}}], [[[MP]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
+// CHECK:      elect.sync _|[[E2:%p[0-9]+]], 4294967295;
+// CHECK-NEXT: @[[E2]] fence.proxy.async.global;
+// CHECK-NEXT: @[[E2]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%r[0-9]+}}], [[[MP]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
 // CHECK:      mad.wide.u32 [[MOWN:%rd[0-9]+]], [[DEV]], 128, [[MAPS]];
-// CHECK:      @[[LEAD]] cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [[[MOWN]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
-// CHECK:      @[[LEAD]] cp.async.bulk.wait_group 0;
+// CHECK:      elect.sync _|[[E3:%p[0-9]+]], 4294967295;
+// CHECK-NEXT: @[[E3]] cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [[[MOWN]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
+// CHECK:      @[[LEAD:%p[0-9]+]] cp.async.bulk.wait_group 0;
 // CHECK-NEXT: @[[LEAD]] fence.proxy.async.global;
 // CHECK-NEXT: @[[LEAD]] red.release.sys.global.add.u32
 // SASS-LABEL: .text.peer_tma:

@@ -57,11 +57,20 @@ func.func @i1_bytes(%a: memref<256xi1>, %b: memref<256xi1>)
 
 // -----
 
-// i8 <-> bf16 goes through s32 (PTX has no cvt between them); i1 -> float selects the
-// value's bits (bf16 1.0 is 0x3F80 = 16256); float -> i1 takes the integer's lowest bit.
+// i8 -> bf16 goes through f32 by the magic number 2^23 (smalti/lowering/int8_floats.py):
+// XOR 0x80808080 (2155905152) biases the bytes, prmt puts each under 0x4B (1258291200 =
+// 0x4B000000), sub.f32 of 2^23 + 128 leaves the value; i1 -> float selects the value's bits
+// (bf16 1.0 is 0x3F80 = 16256); float -> i1 takes the integer's lowest bit.
 // CHECK-LABEL: .visible .entry conversions(
-// CHECK: cvt.s32.s8 [[W:%r[0-9]+]], {{%rs[0-9]+}};
-// CHECK-NEXT: cvt.rn.bf16.s32 {{%rs[0-9]+}}, [[W]];
+// CHECK: ld.global.b32 [[Q:%r[0-9]+]], [{{%rd[0-9]+}}];
+// CHECK-NEXT: xor.b32 [[X:%r[0-9]+]], [[Q]], 2155905152;
+// CHECK-NEXT: mov.b32 [[M:%r[0-9]+]], 1258291200;
+// CHECK-NEXT: prmt.b32 [[E0:%f[0-9]+]], [[X]], [[M]], 29760;
+// CHECK-NEXT: sub.rn.f32 [[F0:%f[0-9]+]], [[E0]], 0f4B000080;
+// CHECK-NEXT: prmt.b32 [[E1:%f[0-9]+]], [[X]], [[M]], 29761;
+// CHECK-NEXT: sub.rn.f32 [[F1:%f[0-9]+]], [[E1]], 0f4B000080;
+// CHECK-COUNT-2: sub.rn.f32
+// CHECK-NEXT: cvt.rn.bf16x2.f32 {{%r[0-9]+}}, [[F1]], [[F0]];
 // CHECK: selp.b16 {{%rs[0-9]+}}, 16256, 0, {{%p[0-9]+}};
 // CHECK: add.rn.bf16x2
 // CHECK: cvt.rzi.s32.bf16 [[I:%r[0-9]+]], {{%rs[0-9]+}};

@@ -2,7 +2,9 @@
 // (Line info, the .loc before each op's instructions, is checked in line_info.mlir.)
 
 // One tensor map per (argument, box, swizzle), as 64-byte aligned params after the
-// arguments; thread 0 issues one copy per box: a 128x64 tile of 8-row 128 B swizzled tiles
+// arguments; thread 0 issues one copy per box, elected (elect.sync) in a branch only warp 0
+// takes (its warp index broadcast by shfl.sync: a uniform branch, so ptxas issues each
+// UTMALDG once instead of looping to elect a thread): a 128x64 tile of 8-row 128 B swizzled tiles
 // is one 128x64 box (consecutive tiles), then stored back as the same box. Only TMA wrote
 // the tile, so the store needs no proxy fence (see the next case).
 // CHECK-LABEL: .visible .entry tma(
@@ -14,13 +16,21 @@
 // CHECK: cvta.param.u64 [[T1:%rd[0-9]+]], [[M1]];
 // CHECK: mov.u32 [[BASE:%r[0-9]+]], smalti_smem;
 // CHECK: @[[LEAD:%p[0-9]+]] mbarrier.arrive.expect_tx.shared::cta.b64 _, [[[BASE]]], 16384;
-// CHECK: @[[LEAD]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%r[0-9]+}}], [[[T0]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [[[BASE]]];
+// CHECK: bfe.u32 [[WARP:%r[0-9]+]], [[TID:%r[0-9]+]], 5, 2;
+// CHECK-NEXT: shfl.sync.idx.b32 [[UNIFORM:%r[0-9]+]], [[WARP]], 0, 31, 4294967295;
+// CHECK-NEXT: setp.ne.u32 [[OTHER:%p[0-9]+]], [[UNIFORM]], 0;
+// CHECK-NEXT: @[[OTHER]] bra [[ISSUED:\$issued_[0-9]+]];
+// CHECK-NEXT: elect.sync _|[[ELECTED:%p[0-9]+]], 4294967295;
+// CHECK-NEXT: @[[ELECTED]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%r[0-9]+}}], [[[T0]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [[[BASE]]];
+// CHECK-NEXT: [[ISSUED]]:
 // CHECK-NOT: cp.async.bulk.tensor.2d.shared
 // CHECK: mbarrier.try_wait.parity.shared::cta.b64
 // CHECK-NOT: fence.proxy.async
 // CHECK-NOT: bar.sync
-// CHECK: @[[LEAD]] cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [[[T1]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
-// CHECK: @[[LEAD]] cp.async.bulk.commit_group;
+// CHECK: @[[OTHER]] bra
+// CHECK-NEXT: elect.sync _|[[ELECTED2:%p[0-9]+]], 4294967295;
+// CHECK-NEXT: @[[ELECTED2]] cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [[[T1]], {{{%r[0-9]+}}, {{%r[0-9]+}}}], [{{%r[0-9]+}}];
+// CHECK-NEXT: @[[ELECTED2]] cp.async.bulk.commit_group;
 // CHECK: @[[LEAD]] cp.async.bulk.wait_group.read 0;
 // CHECK: bar.sync 1, 128;
 func.func @tma(%a: memref<256x64xbf16>, %out: memref<256x64xbf16>)
@@ -94,7 +104,10 @@ func.func @store_written(%a: memref<128x64xbf16>, %out: memref<256x64xbf16>)
 // CHECK-NEXT: add.u32 [[T:%r[0-9]+]], [[SMEM]], 1024;
 // CHECK-NEXT: mad.lo.u32 [[DST:%r[0-9]+]], [[Y]], 8192, [[T]];
 // CHECK-NEXT: mov.b32 [[C:%r[0-9]+]], 0;
-// CHECK-NEXT: @[[LEAD]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [[[DST]]], [{{%rd[0-9]+}}, {[[C]], [[R]]}], [[[SMEM]]], [[MASK]];
+// CHECK:      @[[OTHER:%p[0-9]+]] bra [[ISSUED:\$issued_[0-9]+]];
+// CHECK-NEXT: elect.sync _|[[ELECTED:%p[0-9]+]], 4294967295;
+// CHECK-NEXT: @[[ELECTED]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [[[DST]]], [{{%rd[0-9]+}}, {[[C]], [[R]]}], [[[SMEM]]], [[MASK]];
+// CHECK-NEXT: [[ISSUED]]:
 // CHECK-NEXT: mov.u32 [[X:%r[0-9]+]], %cluster_ctaid.x;
 // CHECK-NEXT: sub.u32 [[F1:%r[0-9]+]], [[RANK]], [[X]];
 // CHECK-NEXT: mad.lo.u32 [[PART:%r[0-9]+]], [[Y]], 2, [[X]];
@@ -106,7 +119,9 @@ func.func @store_written(%a: memref<128x64xbf16>, %out: memref<256x64xbf16>)
 // CHECK-NEXT: add.u32 [[U:%r[0-9]+]], [[SMEM]], 17408;
 // CHECK-NEXT: mad.lo.u32 [[UDST:%r[0-9]+]], [[PART]], 4096, [[U]];
 // CHECK-NEXT: mov.b32 [[C2:%r[0-9]+]], 0;
-// CHECK-NEXT: @[[LEAD]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [[[UDST]]], [{{%rd[0-9]+}}, {[[C2]], [[UROW]]}], [[[SMEM]]], [[ALL]];
+// CHECK-NEXT: @[[OTHER]] bra
+// CHECK-NEXT: elect.sync _|[[ELECTED2:%p[0-9]+]], 4294967295;
+// CHECK-NEXT: @[[ELECTED2]] cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [[[UDST]]], [{{%rd[0-9]+}}, {[[C2]], [[UROW]]}], [[[SMEM]]], [[ALL]];
 // CHECK-NOT: cp.async.bulk.tensor.2d.shared
 // CHECK: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64
 func.func @multicast(%a: memref<256x64xbf16>, %out: memref<1024x64xbf16>)

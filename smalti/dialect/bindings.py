@@ -178,3 +178,15 @@ def file_line_col(location: ir.Location) -> tuple[str, int, int] | None:
                 if found is not None:
                     return found
     return None
+
+
+def nested_ops(root: ir.Operation) -> list[ir.OpView]:
+    """Every op under `root` (itself included), in post-order, as its op view."""
+    found: list[ir.OpView] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        found.append(op.opview)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return found

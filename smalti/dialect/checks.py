@@ -11,6 +11,7 @@ from jaxlib.mlir import ir
 from smalti.dialect.bindings import is_workgroup_address_space
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.launch import CLUSTER_ATTR, enclosing_kernel, kernel_cluster
+from smalti.tiling.smem import ElementSize, element_size
 from smalti.tiling.tmem import TMEM_COLUMNS, TMEM_LANES
 
 
@@ -74,9 +75,42 @@ def tmem_memory_space() -> ir.Attribute:
     return ir.StringAttr.get(TMEM_SPACE)
 
 
-def tmem_columns(t: ir.Type) -> int:
-    """32-bit TMEM columns a TMEM memref spans (its columns, packed)."""
+TMEM_UNPACKED_STRIDE = 2  # strided<[2C, 2]>: 16-bit elements one per 32-bit column
+
+
+def tmem_unpacked(t: ir.Type) -> bool:
+    """Whether a TMEM memref holds 16-bit elements unpacked, one in the low half of each
+    32-bit column (as tcgen05.mma writes a 16-bit D): the layout `strided<[2C, 2]>` (a
+    column stride of two 16-bit halves); the identity layout packs them two per column."""
+    layout = ir.MemRefType(t).layout
+    return isinstance(layout, ir.StridedLayoutAttr) and \
+        list(layout.strides)[-1:] == [TMEM_UNPACKED_STRIDE]
+
+
+def tmem_unpacked_layout(columns: int, context: ir.Context) -> ir.StridedLayoutAttr:
+    """strided<[2C, 2]>: the layout of an unpacked TMEM memref of C columns."""
+    return ir.StridedLayoutAttr.get(0, [TMEM_UNPACKED_STRIDE * columns, TMEM_UNPACKED_STRIDE],
+                                    context=context)
+
+
+def tmem_unpacked_type(shape: list[int], element: ir.Type) -> ir.MemRefType:
+    """memref<SHAPE x ELEMENT, strided<[2C, 2]>, "tmem">: 16-bit elements one per column."""
+    return ir.MemRefType.get(shape, element,
+                             layout=tmem_unpacked_layout(shape[-1], element.context),
+                             memory_space=tmem_memory_space())
+
+
+def tmem_elements_per_column(t: ir.Type) -> int:
+    """Elements of a TMEM memref in one 32-bit column: `32 // bits` packed, 1 unpacked."""
     ref = ir.MemRefType(t)
+    return 1 if tmem_unpacked(ref) else max(32 // bitwidth(ref.element_type), 1)
+
+
+def tmem_columns(t: ir.Type) -> int:
+    """32-bit TMEM columns a TMEM memref spans (its columns, packed unless unpacked)."""
+    ref = ir.MemRefType(t)
+    if tmem_unpacked(ref):
+        return ref.shape[-1]
     return -(-ref.shape[-1] * bitwidth(ref.element_type) // 32)
 
 
@@ -100,6 +134,12 @@ def check_tmem_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefTyp
     if bits == 0 or 32 % bits:
         raise error_at(op, f"expects {what} to hold elements of 32, 16, 8, 4, 2 or 1 bits "
                            f"(TMEM cells are 32 bits), got {ref.element_type}")
+    unpacked = tmem_unpacked_layout(ref.shape[-1], ref.context)
+    identity = isinstance(ref.layout, ir.AffineMapAttr) and \
+        ir.AffineMapAttr(ref.layout).value == ir.AffineMap.get_identity(ref.rank, ref.context)
+    if not identity and not (bits == 16 and ref.layout == unpacked):
+        raise error_at(op, f"expects {what} to have the identity layout (packed) or, for "
+                           f"16-bit elements, {unpacked} (one per 32-bit column), got {ref}")
     if tmem_columns(ref) > TMEM_COLUMNS:
         raise error_at(op, f"{what} spans {tmem_columns(ref)} TMEM columns; a CTA has "
                            f"{TMEM_COLUMNS}")
@@ -117,13 +157,15 @@ def bitwidth(element_type: ir.Type) -> int:
     raise TypeError(f"no bit width for element type {element_type}")
 
 
-def element_bytes(t: ir.Type) -> int:
-    """Bytes of one element of a memref or vector type (at least 1)."""
-    return max(bitwidth(ir.ShapedType(t).element_type) // 8, 1)
+def element_bytes(t: ir.Type) -> ElementSize:
+    """Bytes of one element of a memref or vector type in memory: 4-bit types pack two per
+    byte (Fraction(1, 2)); an i1 takes a whole byte."""
+    return element_size(bitwidth(ir.ShapedType(t).element_type))
 
 
 def smem_size_bytes(t: ir.Type) -> int:
-    return math.prod(ir.MemRefType(t).shape) * element_bytes(t)
+    """Bytes a memref's elements take (4-bit ones two per byte, rounded up)."""
+    return math.ceil(math.prod(ir.MemRefType(t).shape) * element_bytes(t))
 
 
 def row_major_strides(shape: list[int] | tuple[int, ...]) -> list[int]:

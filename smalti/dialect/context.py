@@ -9,10 +9,14 @@ from smalti.dialect import (  # noqa: F401  (defining the op classes registers t
     ops_collective,
     ops_compute,
     ops_debug,
+    ops_inline,
+    ops_launch_control,
     ops_memory,
     ops_mma,
     ops_sync,
+    ops_tcgen05,
     ops_tmem,
+    ops_tmem_shared,
     ops_warpgroup,
 )
 from smalti.dialect.bindings import register_jax_dialects

@@ -119,6 +119,9 @@ LAYOUT = AttrKind("a #smalti layout", _is_smalti_attr, attr_to_layout,
 TRANSFORMS = AttrKind("an array of #smalti SMEM transforms", _is_smalti_array,
                       lambda a: tuple(attr_to_transforms(a)),
                       lambda v: transforms_to_attr(list(v)))
+BOOL = AttrKind(
+    "a bool", lambda a: isinstance(a, ir.BoolAttr), lambda a: ir.BoolAttr(a).value,
+    lambda v: ir.BoolAttr.get(bool(v)))
 # One integer or an array of them (e.g. the warpgroups running a region), read as a tuple.
 INTEGERS = AttrKind(
     "an i64 or array<i64: ...>", lambda a: isinstance(a, ir.IntegerAttr) or _is_i64_array(a),

@@ -37,7 +37,10 @@ NARROW_FLOAT_TYPES = ("f8E4M3FN", "f8E5M2", "f6E2M3FN", "f6E3M2FN", "f4E2M1FN", 
 """Float types of buffers only: FP8 (e4m3, e5m2), FP6 (e2m3, e3m2) and FP4 (e2m1) data and
 the E8M0 scales of block-scaled MMA (PTX ISA section "Alternate Floating Point
 Data Formats"). UE4M3 scales (an e4m3 whose sign bit is 0) travel as f8E4M3FN."""
-ELEMENT_TYPES = (*SCALAR_TYPES, *NARROW_FLOAT_TYPES)
+NARROW_INT_TYPES = ("i4",)
+"""Integer types of buffers only: int4, two per byte (the low nibble first), as XLA lays out
+jnp.int4 arrays (smalti/runtime/subbyte.py)."""
+ELEMENT_TYPES = (*SCALAR_TYPES, *NARROW_FLOAT_TYPES, *NARROW_INT_TYPES)
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,11 @@ def check_ops_for_arch(module: ir.Operation, arch: str) -> None:
     def visit(op: ir.Operation) -> ir.WalkResult:
         view = op.operation.opview
         arches = getattr(type(view), "ARCHES", None)  # a smalti op limited to some targets
+        feature = getattr(type(view), "ARCH_FEATURE", "")
+        if arches is None and hasattr(view, "arch_requirement"):  # limited by its attributes
+            arches, feature = view.arch_requirement()
         if arches is not None and arch not in arches:
-            found.append((op, arches, type(view).ARCH_FEATURE))
+            found.append((op, arches, feature))
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 

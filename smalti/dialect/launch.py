@@ -136,3 +136,13 @@ def kernel_mesh_axis(func: ir.Operation) -> str:
     if not isinstance(attr, ir.StringAttr) or not ir.StringAttr(attr).value:
         raise error_at(func, f"'{MESH_AXIS_ATTR}' must be a non-empty string, got {attr}")
     return ir.StringAttr(attr).value
+
+
+def unpaired_cluster(op: ir.Operation) -> str | None:
+    """The cluster of `op`'s kernel as text ('none', or e.g. '3x1x1') when it cannot be cut
+    into CTA pairs (.cta_group::2 needs an even number of CTAs); None when it can."""
+    func = enclosing_kernel(op)
+    cluster = kernel_cluster(func) if func is not None else None
+    if cluster is None or math.prod(cluster) % 2:
+        return "none" if cluster is None else "x".join(map(str, cluster))
+    return None

@@ -7,6 +7,7 @@ async_store(_wait).
     %s = "smalti.select_stage"(%k, %stage0, %stage1) : (index, memref<..>, memref<..>) -> ..
     "smalti.async_load"(%gmem, %smem, %barriers, %i, %x, %y) {slice_lengths = array<i64: ...>}
     "smalti.async_load"(...) {collective = array<i64: 0>}  // shared along cluster dim x
+    "smalti.async_load"(...) {cta_group = 2 : i64}  // completes on the pair leader's barrier
     "smalti.async_store"(%smem, %gmem, %x, %y)
     "smalti.async_store_wait"() {pending = 0 : i64}
 
@@ -47,12 +48,14 @@ from smalti.dialect.definition import (
     Trait,
 )
 from smalti.dialect.diagnostics import error_at
-from smalti.dialect.launch import enclosing_kernel, kernel_cluster
+from smalti.dialect.launch import enclosing_kernel, kernel_cluster, unpaired_cluster
 from smalti.dialect.ops_sync import check_barriers
 from smalti.tiling import LayoutError, physical_shape
 
 SMEM_ALIGNMENT = 16  # bytes every slice starts on (16-byte vector accesses, TMA, wgmma)
 MAX_SMEM_BYTES = 227 * 1024  # dynamic shared memory one sm_90 block may use
+TMA_CTA_GROUPS = (1, 2)  # async_load's cta_group: its own barrier, or the pair leader's
+PAIR_TMA_ARCHES = ("sm_100a",)  # cp.async.bulk.tensor .cta_group::2 (PTX ISA: sm_100a)
 
 
 class SliceSmemOp(SmaltiOp):
@@ -177,7 +180,12 @@ class AsyncLoadOp(SmaltiOp):
     """TMA: copy a box of a global ref into an SMEM ref; completes tx bytes on barrier i.
 
     With `collective = array<i64: dims>` (cluster dims), the n CTAs along those dims share
-    the copy: each loads 1/n of the SMEM ref's leading dim and multicasts it to all n."""
+    the copy: each loads 1/n of the SMEM ref's leading dim and multicasts it to all n.
+
+    With `cta_group = 2` (sm_100a, a cluster of CTA pairs: ranks 2i and 2i + 1) the copy
+    lands in this CTA but completes its bytes on barrier i of the pair's leader, the even
+    CTA (PTX ISA `cp.async.bulk.tensor` `.cta_group::2`, whose mbarrier may lie in the
+    peer CTA): the leader's barrier expects both CTAs' bytes, as a 2-CTA MMA reads both."""
 
     OPERATION_NAME = "smalti.async_load"
     EFFECTS = (Effect.read("source", Proxy.ASYNC), Effect.write("destination", Proxy.ASYNC))
@@ -191,6 +199,8 @@ class AsyncLoadOp(SmaltiOp):
                          optional=True)
     collective = Attr(I64_ARRAY, "the cluster dims whose CTAs share the copy",
                       optional=True, default=())
+    cta_group = Attr(INTEGER, "2: the barrier is the CTA pair leader's (.cta_group::2)",
+                     optional=True, default=1, minimum=1)
 
     def verify_op(self) -> None:
         op = self.operation
@@ -198,6 +208,30 @@ class AsyncLoadOp(SmaltiOp):
         check_index(op, self.barrier_index, "the barrier index")
         _check_transfer(op, self.source, self.destination, self.indices, self.slice_lengths)
         self.collective_dims()
+        self._check_cta_group()
+
+    def _check_cta_group(self) -> None:
+        """`cta_group` is 1 or 2; 2 needs a cluster of CTA pairs and no multicast."""
+        op = self.operation
+        if self.cta_group not in TMA_CTA_GROUPS:
+            raise error_at(op, f"'cta_group' must be 1 or 2, got {self.cta_group}")
+        if self.cta_group == 1:
+            return
+        if collective_dims(op):
+            raise error_at(op, "'cta_group' 2 (the pair leader's barrier) does not combine "
+                               "with 'collective' (multicast)")
+        cluster = unpaired_cluster(op)
+        if cluster is not None:
+            raise error_at(op, "'cta_group' 2 needs a cluster of an even number of CTAs "
+                               f"(smalti.cluster: pairs of ranks 2i, 2i + 1), got {cluster}")
+
+    def arch_requirement(self) -> tuple[tuple[str, ...] | None, str]:
+        """The arches this op needs (kernel.check_ops_for_arch): `.cta_group::2` is
+        sm_100a's."""
+        if self.cta_group == 2:
+            return PAIR_TMA_ARCHES, "TMA loads completing on the pair leader's barrier " \
+                "(cp.async.bulk.tensor .cta_group::2)"
+        return None, ""
 
     @property
     def global_ref(self) -> ir.Value:

@@ -1,6 +1,7 @@
 """Synchronisation ops: mbarrier arrays in shared memory, the warpgroup and cluster barriers.
 
     "smalti.initialize_barrier"(%bars) {arrival_count = 1 : i64}
+    "smalti.invalidate_barrier"(%bars)  // before the bytes are reused
     "smalti.arrive"(%bars, %i)
     "smalti.arrive"(%bars, %i) {collective = array<i64: 0>}  // on every CTA along cluster x
     "smalti.arrive_expect_tx"(%bars, %i) {bytes = 32768 : i64}
@@ -56,6 +57,23 @@ class InitializeBarrierOp(SmaltiOp):
         if self.arrival_count > MAX_ARRIVAL_COUNT:
             raise error_at(self.operation, f"'arrival_count' {self.arrival_count} exceeds "
                                            f"{MAX_ARRIVAL_COUNT}")
+
+
+class InvalidateBarrierOp(SmaltiOp):
+    """End the life of every barrier of the array, so that its bytes may hold other data
+    (PTX ISA, mbarrier.inval: required before an mbarrier's memory is reused): the block
+    meets (every wait on them is over), thread 0 invalidates each, the block meets again
+    (before anyone reuses the bytes). Emitted where scoped shared memory holding barriers
+    ends (`sd.scoped_smem`, `sd.emit_pipeline`)."""
+
+    OPERATION_NAME = "smalti.invalidate_barrier"
+    TRAITS = Trait.BLOCK_COLLECTIVE
+    USER_FACING = False
+
+    barriers = Operand("the mbarrier array")
+
+    def verify_op(self) -> None:
+        check_barriers(self.operation, self.barriers)
 
 
 class ArriveOp(SmaltiOp):

@@ -31,6 +31,8 @@ from smalti.dialect.ops_collective import (
 )
 from smalti.dialect.ops_compute import BroadcastInDimOp, IotaOp, OptimizationBarrierOp
 from smalti.dialect.ops_debug import DebugPrintOp
+from smalti.dialect.ops_inline import InlinePtxOp
+from smalti.dialect.ops_launch_control import RoleTilesOp
 from smalti.dialect.ops_memory import (
     AsyncLoadOp,
     AsyncStoreOp,
@@ -39,13 +41,22 @@ from smalti.dialect.ops_memory import (
     WithTransformsOp,
 )
 from smalti.dialect.ops_mma import WgmmaOp
-from smalti.dialect.ops_sync import ArriveExpectTxOp, ArriveOp, InitializeBarrierOp, WaitOp
+from smalti.dialect.ops_sync import (
+    ArriveExpectTxOp,
+    ArriveOp,
+    InitializeBarrierOp,
+    InvalidateBarrierOp,
+    WaitOp,
+)
+from smalti.dialect.ops_tcgen05 import Tcgen05CommitOp, Tcgen05CpOp, Tcgen05MmaOp
 from smalti.dialect.ops_tmem import (
     TmemAllocOp,
     TmemDeallocOp,
     TmemLoadOp,
+    TmemStageOp,
     TmemStoreOp,
 )
+from smalti.dialect.ops_tmem_shared import TmemAllocSharedOp
 from smalti.dialect.registry import OpRegistry
 from smalti.layout_inference.equations import (
     SMEM,
@@ -82,13 +93,13 @@ from smalti.tiling import (
     TransposeTransform,
     WGSplatLayout,
     WGStridedLayout,
-    physical_shape,
     tma_incompatibility,
     tmem_accesses,
     tmem_layout,
     wgmma_operand_transforms,
 )
-from smalti.tiling.smem import tall_tile_rows, wgmma_stride_problem
+from smalti.tiling.smem import swizzled_tiles_problem, tall_tile_rows, wgmma_stride_problem
+from smalti.tiling.tmem import tmem_row_layout
 
 MEMORY_LAYOUT_KINDS = frozenset({TiledLayout, WGStridedLayout})
 
@@ -182,7 +193,7 @@ ELEMENTWISE_OPS: tuple[type[ir.OpView], ...] = (
     math_ops.Exp2Op, math_ops.ExpM1Op, math_ops.FloorOp, math_ops.FmaOp, math_ops.LogOp,
     math_ops.Log10Op, math_ops.Log1pOp, math_ops.Log2Op, math_ops.PowFOp, math_ops.RoundOp,
     math_ops.RoundEvenOp, math_ops.RsqrtOp, math_ops.SinOp, math_ops.SqrtOp, math_ops.TanOp,
-    math_ops.TanhOp, math_ops.TruncOp,
+    math_ops.TanhOp, math_ops.TruncOp, InlinePtxOp,
 )
 
 
@@ -233,11 +244,11 @@ def _vector_store(ctx: RuleContext, op: VectorStoreOp) -> None:
 def _memory_access(ctx: RuleContext, value: ir.Value, verb: str,
                    name: str | None = None) -> None:
     """Memory ops take any distributed layout and prefer the widest strided one (an i1 is
-    a byte in memory: 16 of them make the widest access, not 128). `name` is the op's, for
-    explanations (default vector_load / vector_store)."""
+    a byte in memory: 16 of them make the widest access, not 128; 32 4-bit elements make
+    one). `name` is the op's, for explanations (default vector_load / vector_store)."""
     name = name or f"vector_{verb[:-1]}"
     var = ctx.var(value)
-    strided = widest_strided_layout(var.shape, max(var.bitwidth, 8))
+    strided = widest_strided_layout(var.shape, 8 if var.bitwidth == 1 else var.bitwidth)
     if strided is not None:
         ctx.hint(value, strided, PREFERRED, f"{name} prefers wide strided accesses")
     ctx.allow(value, MEMORY_LAYOUT_KINDS, f"{name} {verb} a distributed layout, not a splat")
@@ -406,10 +417,17 @@ def _select_stage(ctx: RuleContext, op: SelectStageOp) -> None:
                                     "(select_stage chooses one at run time)")
 
 
-@rule(InitializeBarrierOp, ArriveOp, ArriveExpectTxOp, WaitOp)
-def _barriers(ctx: RuleContext,
-              op: InitializeBarrierOp | ArriveOp | ArriveExpectTxOp | WaitOp) -> None:
+@rule(InitializeBarrierOp, InvalidateBarrierOp, ArriveOp, ArriveExpectTxOp, WaitOp)
+def _barriers(ctx: RuleContext, op: InitializeBarrierOp | InvalidateBarrierOp | ArriveOp
+              | ArriveExpectTxOp | WaitOp) -> None:
     ctx.fix(op.barriers, (), "an mbarrier array is a plain array of 8-byte objects")
+
+
+@rule(RoleTilesOp)
+def _role_tiles(ctx: RuleContext, op: RoleTilesOp) -> None:
+    """The response ring and its barriers are plain arrays (16-byte responses, mbarriers)."""
+    for ref in (op.responses, op.full, op.empty):
+        ctx.fix(ref, (), "a try_cancel response ring and its mbarriers are plain arrays")
 
 
 def tma_hint(shape: tuple[int, ...], element_bytes: int) -> tuple:
@@ -464,18 +482,9 @@ def wgmma_operand_problem(transforms: tuple, shape: tuple[int, ...], element_byt
         return (f"wgmma reads this {k_major} only K-major (it transposes only bf16/f16): "
                 + ("store B as N x K and view it transposed" if k_major == "B"
                    else "store A as M x K, not transposed"))
-    match body:
-        case (TileTransform(tiling=(rows, cols)), SwizzleTransform(swizzle_bytes=span)):
-            if rows % 8 or cols * element_bytes != span:
-                return (f"wgmma reads tiles of 8k rows and one {span}-byte swizzle span, not "
-                        f"{rows}x{cols}")
-        case _:
-            return ("wgmma reads shared memory as 2-D tiles then a swizzle, optionally "
-                    "transposed first")
-    try:
-        physical_shape(transforms, shape, element_bytes)
-    except LayoutError as error:
-        return str(error)
+    problem = swizzled_tiles_problem(transforms, body, shape, element_bytes, "wgmma")
+    if problem is not None:
+        return problem
     if operand is not None:
         return wgmma_stride_problem(transforms, shape, element_bytes, operand)
     return None
@@ -499,17 +508,10 @@ def _wgmma(ctx: RuleContext, op: WgmmaOp) -> None:
         shape, size = tuple(ir.MemRefType(ref.type).shape), element_bytes(ref.type)
         k_major = None if size == 2 else name  # wgmma transposes only 16-bit operands
         transposed = k_major == "B"
-        rows = shape[1] if transposed else shape[0]
-        for span in (128, 64, 32):
-            try:
-                canonical = wgmma_operand_transforms(shape, size, span, transposed=transposed,
-                                                     tile_rows=tall_tile_rows(rows))
-            except LayoutError:
-                continue
-            ctx.hint(ref, canonical, PREFERRED, "wgmma reads swizzled tiles fastest (tall "
-                     "ones, for few TMA boxes)" + ("" if k_major is None else
-                     f"; {k_major} only K-major" + (" (stored N x K)" if transposed else "")))
-            break
+        major = "" if k_major is None else (f"; {k_major} only K-major"
+                                            + (" (stored N x K)" if transposed else ""))
+        _hint_canonical_tiles(ctx, ref, shape, size, transposed, "wgmma reads swizzled tiles "
+                              "fastest (tall ones, for few TMA boxes)" + major)
         ctx.require(ref, lambda t, s=shape, e=size, k=k_major, n=name:
                     wgmma_operand_problem(t, s, e, k, operand=n),
                     "wgmma reads this operand from shared memory")
@@ -629,17 +631,42 @@ def _debug_print(ctx: RuleContext, op: DebugPrintOp) -> None:
 
 # Tensor memory (sm_100a).
 
-@rule(TmemAllocOp, TmemDeallocOp)
-def _tmem_refs(ctx: RuleContext, op: TmemAllocOp | TmemDeallocOp) -> None:
+@rule(TmemAllocOp, TmemAllocSharedOp, TmemDeallocOp, TmemStageOp)
+def _tmem_refs(ctx: RuleContext, op: TmemAllocOp | TmemDeallocOp | TmemStageOp) -> None:
     """TMEM refs have no transforms (their layout is the lanes x columns of the memory):
     these ops constrain nothing."""
     del ctx, op
 
 
-def _tmem_value(ctx: RuleContext, value: ir.Value, name: str) -> None:
-    """A value tcgen05.ld / tcgen05.st moves: its layout must be one of their data-path
-    layouts (`smalti.tiling.tmem_accesses`, PTX ISA 9.7.16.2.3); the .32x32b layout
-    (TMEM_LAYOUT: thread t holds row t) is preferred."""
+STORE_VECTOR_BITS = 128  # a register vector a row-major store writes at once: st.v4.b32
+
+
+def _stored_bits(value: ir.Value) -> int | None:
+    """The narrowest element width at which `value`, directly or through elementwise ops
+    (an astype, a scaling), is written by a vector store; None if it never is."""
+    seen, pending, widths = set(), [value], []
+    while pending:
+        current = pending.pop()
+        for use in current.uses:
+            user = use.owner.opview if isinstance(use.owner, ir.Operation) else use.owner
+            if isinstance(user, VectorStoreOp) and use.operand_number == 0:
+                widths.append(bitwidth(ir.VectorType(current.type).element_type))
+            elif isinstance(user, ELEMENTWISE_OPS):
+                for result in user.operation.results:
+                    if is_vector(result) and result not in seen:
+                        seen.add(result)
+                        pending.append(result)
+    return min(widths, default=None)
+
+
+def _tmem_value(ctx: RuleContext, value: ir.Value, name: str, stored: int | None = None
+                ) -> None:
+    """A value tcgen05.ld / tcgen05.st moves: its layout must be one they move register
+    for register (`smalti.tiling.tmem_accesses`, PTX ISA 9.7.16.2.3). Preferred: the
+    .32x32b layout (TMEM_LAYOUT: thread t holds row t), with, when the value is stored
+    with `stored`-bit elements, 16 bytes of a row to a register vector (the same threads
+    and the same tcgen05.ld, but one st.v4 per 16 bytes instead of one store per 32-bit
+    column or element)."""
     var = ctx.var(value)
     shape, bits = var.shape, var.bitwidth
 
@@ -653,6 +680,15 @@ def _tmem_value(ctx: RuleContext, value: ir.Value, name: str) -> None:
 
     ctx.allow(value, frozenset({TiledLayout}), f"{name} moves a tcgen05.ld/st layout")
     ctx.require(value, test, f"{name} moves values in tcgen05.ld/st layouts")
+    if stored is not None and len(shape) == 2:
+        vector = min(STORE_VECTOR_BITS // stored, shape[1] & -shape[1])
+        try:
+            rows = tmem_row_layout(vector, bits)
+        except LayoutError:
+            rows = None
+        if rows is not None and fits(rows, shape) and test(rows) is None:
+            ctx.hint(value, rows, PREFERRED, f"{name} is stored: a row per thread (.32x32b), "
+                                             f"{vector} columns to a register vector")
     try:
         hint = tmem_layout("32x32b", bitwidth=bits)
     except LayoutError:
@@ -664,9 +700,55 @@ def _tmem_value(ctx: RuleContext, value: ir.Value, name: str) -> None:
 
 @rule(TmemLoadOp)
 def _tmem_load(ctx: RuleContext, op: TmemLoadOp) -> None:
-    _tmem_value(ctx, op.result, "tmem_load")
+    _tmem_value(ctx, op.result, "tmem_load", _stored_bits(op.result))
 
 
 @rule(TmemStoreOp)
 def _tmem_store(ctx: RuleContext, op: TmemStoreOp) -> None:
     _tmem_value(ctx, op.value, "tmem_store")
+
+
+# tcgen05 MMA (sm_100a).
+
+def _hint_canonical_tiles(ctx: RuleContext, ref: ir.Value, shape: tuple[int, ...], size: int,
+                          transposed: bool, reason: str) -> None:
+    """Hints an MMA's shared-memory operand into its widest canonical swizzled (tall) tiles."""
+    rows = shape[1] if transposed else shape[0]
+    for span in (128, 64, 32):
+        try:
+            canonical = wgmma_operand_transforms(shape, size, span, transposed=transposed,
+                                                 tile_rows=tall_tile_rows(rows))
+        except LayoutError:
+            continue
+        ctx.hint(ref, canonical, PREFERRED, reason)
+        return
+
+
+@rule(Tcgen05MmaOp)
+def _tcgen05_mma(ctx: RuleContext, op: Tcgen05MmaOp) -> None:
+    """Shared-memory operands in the canonical swizzled tiles wgmma reads (the sm_100
+    descriptor expresses the same layouts), each 8-row group of the M rows one instruction
+    reads one stride apart; TMEM refs and the i1 take nothing."""
+    rows = ir.ShapedType(op.a.type).shape[0]
+    for name, ref in (("A", op.a), ("B", op.b)):
+        if not is_smem_ref(ref):
+            continue
+        shape, size = tuple(ir.MemRefType(ref.type).shape), element_bytes(ref.type)
+        k_major = None if size == 2 else name  # only 16-bit operands may be MN-major here
+        _hint_canonical_tiles(ctx, ref, shape, size, k_major == "B",
+                              "tcgen05_mma reads swizzled tiles fastest"
+                              + ("" if k_major is None else f"; {k_major} only K-major"))
+        ctx.require(ref, lambda t, s=shape, e=size, k=k_major, n=name:
+                    wgmma_operand_problem(t, s, e, k)
+                    or wgmma_stride_problem(t, s, e, n, a_rows=rows),
+                    "tcgen05_mma reads this operand through a shared memory descriptor")
+
+
+@rule(Tcgen05CommitOp)
+def _tcgen05_commit(ctx: RuleContext, op: Tcgen05CommitOp) -> None:
+    ctx.fix(op.barriers, (), "an mbarrier array is a plain array of 8-byte objects")
+
+
+@rule(Tcgen05CpOp)
+def _tcgen05_cp(ctx: RuleContext, op: Tcgen05CpOp) -> None:
+    ctx.fix(op.source, (), "tcgen05_cp reads rows of 16 bytes row-major (no tiles or swizzle)")

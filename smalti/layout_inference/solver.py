@@ -64,7 +64,7 @@ from smalti.tiling import (
 )
 from smalti.tiling.cost import registers_per_thread, replication_problem
 from smalti.tiling.relayout import relayout_kind, smem_relayout_problem
-from smalti.tiling.smem import physical_shape
+from smalti.tiling.smem import element_size, physical_shape
 
 SEARCH_BUDGET = 100_000  # candidate layouts tried, per independent part, before giving up
 
@@ -161,7 +161,7 @@ def _transforms_fit(transforms: tuple, shape: tuple[int, ...], element_bytes: in
 def fits_variable(value: object, var: Variable) -> bool:
     """Whether `value` (a register layout, or SMEM transforms) applies to var's shape."""
     if var.domain == SMEM:
-        return _transforms_fit(value, var.shape, max(var.bitwidth // 8, 1))
+        return _transforms_fit(value, var.shape, element_size(var.bitwidth))
     return fits(value, var.shape)
 
 

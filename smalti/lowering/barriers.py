@@ -1,8 +1,11 @@
 """mbarriers in shared memory and the warpgroup barrier.
 
 initialize_barrier: thread 0 of the block inits every barrier, fences the inits, and the
-block meets (bar.sync 0). arrive: every thread of the warpgroup arrives. arrive_expect_tx:
-thread 0 of the warpgroup announces the bytes and arrives. wait: a try_wait.parity loop.
+block meets (bar.sync 0). invalidate_barrier: the block meets, thread 0 invalidates every
+barrier (mbarrier.inval), the block meets again. arrive: every thread of the warpgroup
+arrives. arrive_expect_tx: thread 0 of the warpgroup announces the bytes and arrives.
+wait: a try_wait.parity loop (then `tcgen05.fence::after_thread_sync` when a tcgen05_commit
+may arrive on the barrier: the threads' tcgen05.ld of the MMAs' results come after the wait).
 warpgroup_barrier: `bar.sync 1 + warpgroup, 128`. cluster_barrier: barrier.cluster arrive
 (release) then wait (acquire), by every thread of every CTA of the cluster.
 
@@ -18,6 +21,7 @@ at the default `.cta` scope does not synchronise with a release by a thread of a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from jaxlib.mlir import ir
 
@@ -30,12 +34,14 @@ from smalti.dialect.ops_sync import (
     ArriveOp,
     ClusterBarrierOp,
     InitializeBarrierOp,
+    InvalidateBarrierOp,
     WaitOp,
     WarpgroupBarrierOp,
 )
+from smalti.dialect.ops_tcgen05 import Tcgen05CommitOp
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
-from smalti.lowering.smem import SmemRef, smem_address, smem_ref
+from smalti.lowering.smem import SMEM_SYMBOL, SmemRef, smem_address, smem_base, smem_ref
 from smalti.lowering.warpgroup import warpgroup_sync
 from smalti.ptx import Address, Guard, Immediate, Register, Symbol
 
@@ -77,6 +83,34 @@ def _initialize(ctx: LoweringContext, op: InitializeBarrierOp) -> None:
     b.place(skip)
     b.emit("bar.sync", Immediate(0))
     ctx.smem_pending = ()  # the block met: every access before is ordered
+
+
+@lowering_rule(InvalidateBarrierOp)
+def _invalidate(ctx: LoweringContext, op: InvalidateBarrierOp) -> None:
+    bars = smem_ref(ctx, op, op.barriers)
+    b = ctx.builder
+    b.emit("bar.sync", Immediate(0))  # every thread is done with the barriers
+    # The address and thread index read afresh, not the prologue's registers: those kept
+    # live through a pipeline's loop cost ptxas registers (and copies) inside the loop.
+    smem_base(ctx)  # declares the buffer
+    base = b.compute("mov.u32", "u32", Symbol(SMEM_SYMBOL))
+    if bars.offset or bars.dynamic is not None:
+        base = smem_address_from(ctx, base, bars)
+    first = b.compute("setp.eq.u32", "pred", b.compute("mov.u32", "u32", Symbol("%tid.x")), 0)
+    for i in range(bars.shape[0]):
+        b.emit("mbarrier.inval.shared::cta.b64", Address(base, BARRIER_BYTES * i),
+               guard=Guard(first))
+    b.emit("bar.sync", Immediate(0))  # no thread reuses the bytes before they are invalid
+    ctx.smem_pending = ()
+
+
+def smem_address_from(ctx: LoweringContext, base: Register, ref: SmemRef) -> Register:
+    """`ref`'s shared address from a fresh read of the buffer's address."""
+    b = ctx.builder
+    address = b.compute("add.u32", "u32", base, ref.offset) if ref.offset else base
+    if ref.dynamic is not None:
+        address = b.compute("add.u32", "u32", address, ref.dynamic)
+    return address
 
 
 @lowering_rule(ArriveOp)
@@ -157,6 +191,20 @@ def _wait(ctx: LoweringContext, op: WaitOp) -> None:
     done = b.compute(f"mbarrier.try_wait.parity{scope}.shared::cta.b64", "pred", address,
                      parity)
     b.emit("bra", loop, guard=Guard(done, negated=True))
+    if _tracks_tcgen05(ctx, op):  # the MMAs' results are read after the wait (PTX ISA
+        b.emit("tcgen05.fence::after_thread_sync")  # "tcgen05.fence", "tcgen05.commit")
+
+
+def _tracks_tcgen05(ctx: LoweringContext, op: WaitOp) -> bool:
+    """Whether a tcgen05_commit may arrive on the wait's barriers (then tcgen05.ld of what
+    the committed MMAs wrote must be ordered after the wait)."""
+    if "tcgen05_barriers" not in ctx.cache:
+        ctx.cache["tcgen05_barriers"] = _barrier_ranges(
+            op, lambda view: isinstance(view, Tcgen05CommitOp))
+    bars = smem_ref(ctx, op, op.barriers)
+    end = bars.offset + bars.size_bytes
+    return any(start < end and bars.offset < stop
+               for start, stop in ctx.cache["tcgen05_barriers"])
 
 
 def _signalled_by_peers(ctx: LoweringContext, op: WaitOp) -> bool:
@@ -172,12 +220,27 @@ def _signalled_by_peers(ctx: LoweringContext, op: WaitOp) -> bool:
 
 def _peer_barrier_ranges(op: WaitOp) -> tuple[tuple[int, float], ...]:
     """Byte ranges of the barrier arrays other CTAs signal, in the kernel enclosing `op`."""
+    return _barrier_ranges(op, _signals_peers)
+
+
+def _signals_peers(view: ir.OpView) -> bool:
+    """Collective arrives, multicast loads and commits signal other CTAs' barriers, and so
+    does a load completing on the pair leader's barrier (`cta_group = 2`)."""
+    if isinstance(view, AsyncLoadOp) and view.cta_group == 2:
+        return True
+    return isinstance(view, ArriveOp | AsyncLoadOp | Tcgen05CommitOp) and bool(view.collective)
+
+
+def _barrier_ranges(op: WaitOp, names: Callable[[ir.OpView], bool]
+                    ) -> tuple[tuple[int, float], ...]:
+    """Byte ranges of the barrier arrays of the ops `names` picks, in the kernel enclosing
+    `op`."""
     func = enclosing_kernel(op.operation)
     ranges: list[tuple[int, float]] = []
 
     def visit(inner: ir.Operation) -> ir.WalkResult:
         view = inner.operation.opview
-        if isinstance(view, ArriveOp | AsyncLoadOp) and view.collective:
+        if names(view):
             ranges.append(_static_range(view.barriers))
         return ir.WalkResult.ADVANCE
 

@@ -13,7 +13,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith
 
 from smalti.dialect.diagnostics import error_at
-from smalti.lowering import packing
+from smalti.lowering import int8_floats, packing, subbyte
 from smalti.lowering.constants import value_bits
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.elementwise import FP8_NAMES, unpack
@@ -63,7 +63,9 @@ class _Elements:
 
 
 def _no_fp8(op: ir.OpView, *elements) -> None:
-    """fp8 values have no PTX comparisons or integer conversions: a located error."""
+    """fp8 values have no PTX comparisons or integer conversions: a located error (also for
+    4-bit values, which are only widened)."""
+    subbyte.refuse(op, *elements)
     for element in elements:
         if element is not None and element.name in FP8_NAMES:
             raise error_at(op, f"has no lowering for vectors of {element.name}; arith.extf "
@@ -224,9 +226,15 @@ def _convert(ctx: LoweringContext, op: arith.SIToFPOp | arith.UIToFPOp | arith.F
     target = vector_element_type(ir.VectorType(op.out.type).element_type)
     if target is None:
         raise error_at(op, f"vectors of {op.out.type} are not supported")
-    _no_fp8(op, source.element, target)
     rounding, signed = CONVERSIONS[type(op)]
     to_float = isinstance(op, TO_FLOAT)
+    if to_float and source.element.bits == 4:  # i4: a few bit operations per register
+        ctx.set(op.out, subbyte.widen(ctx, op, source, target, signed))
+        return
+    _no_fp8(op, source.element, target)
+    if to_float and int8_floats.applies(source, target):  # magic numbers, not cvt
+        ctx.set(op.out, int8_floats.convert(ctx, source, target, signed))
+        return
     integer, number = (source.element, target) if to_float else (target, source.element)
     kind = "s" if signed else "u"
     elements = _Elements(ctx, source)

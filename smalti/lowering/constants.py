@@ -62,7 +62,9 @@ def _constant(ctx: LoweringContext, op: arith.ConstantOp) -> None:
     element = element_type(result.type)
     if element is None:
         raise error_at(op, f"constants of type {result.type} are not supported")
-    if isinstance(attr, ir.IntegerAttr):
+    if isinstance(attr, ir.BoolAttr):  # i1 constants come back as BoolAttr
+        ctx.set(result, constant_scalar(int(ir.BoolAttr(attr).value), element))
+    elif isinstance(attr, ir.IntegerAttr):
         ctx.set(result, constant_scalar(ir.IntegerAttr(attr).value, element))
     elif isinstance(attr, ir.FloatAttr):
         ctx.set(result, ScalarValue(Immediate(ir.FloatAttr(attr).value, element.scalar),

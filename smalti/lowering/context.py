@@ -72,6 +72,20 @@ class CollectiveParams:
     multicast: Register
 
 
+HANDOFF_KEEPING_DIALECTS = ("arith", "index")
+"""Dialects whose ops only compute registers: they leave a tcgen05 hand-off standing."""
+HANDOFF_KEEPERS: set[type[ir.OpView]] = set()
+"""Op classes that leave a tcgen05 hand-off standing (what only thread 0 issues, like
+tcgen05.mma / cp / commit); lowering modules register theirs (smalti.lowering.tcgen05)."""
+
+
+def keeps_handoff(op: ir.OpView) -> bool:
+    """Whether `op` neither writes memory nor syncs, so that a tcgen05 hand-off before it
+    still orders everything the warpgroup did before the next tcgen05 issue."""
+    return type(op) in HANDOFF_KEEPERS \
+        or op.operation.name.split(".", 1)[0] in HANDOFF_KEEPING_DIALECTS
+
+
 def _source(location: ir.Location) -> SourceLocation | None:
     """Where an op comes from, for the `.loc` of the instructions it lowers to."""
     position = file_line_col(location)
@@ -94,6 +108,10 @@ class LoweringContext:
         # The warpgroup's shared-memory accesses since its last barrier (smalti.lowering.
         # smem_order); a region can only add to them for what follows.
         self.smem_pending: tuple[SmemAccess, ...] = ()
+        # Whether a tcgen05 hand-off (smalti.lowering.tcgen05) was the last thing that
+        # mattered: the warpgroup met, fenced, and nothing since wrote memory or synced, so
+        # the next tcgen05 issue needs none. Reset by every other op and at region bounds.
+        self.handoff_done = False
         # Per kernel, kept across regions:
         self.tensor_maps: dict[TensorMapKey, Register] = {}  # generic address of each map
         self.tensor_map_records: tuple[TensorMapRecord, ...] = ()  # the maps it takes
@@ -119,7 +137,10 @@ class LoweringContext:
                 raise error_at(view.operation, "has no PTX lowering rule")
             verify_op(view.operation)  # rules read fields: malformed ops stop here, located
             self.builder.source = _source(view.location)
+            self.handoff_done &= keeps_handoff(view)
             rule(self, view)
+            if self.unpublished_smem_writes or self.smem_pending:
+                self.handoff_done = False  # a generic shared-memory access since
         return ()
 
     def set(self, value: ir.Value, lowered: LoweredValue) -> None:
@@ -166,6 +187,7 @@ class LoweringContext:
         saved, thread_index = dict(self.cache), self._thread_index
         saved_block, self.block_cache = self.block_cache, {}
         unpublished, pending = self.unpublished_smem_writes, self.smem_pending
+        self.handoff_done = False  # a loop body also follows its own last iteration
         with self.builder.scope():
             try:
                 yield
@@ -175,6 +197,7 @@ class LoweringContext:
                 # the region may not have run: what was pending before still is
                 self.unpublished_smem_writes |= unpublished
                 self.smem_pending = tuple(dict.fromkeys((*pending, *self.smem_pending)))
+                self.handoff_done = False  # the region may have written or synced
 
     def first_copy(self, distribution: Distribution) -> Guard | None:
         """The guard of a store from a replicated layout: only the thread holding the first

@@ -10,7 +10,7 @@ from jaxlib.mlir.dialects import arith
 from jaxlib.mlir.dialects import math as math_ops
 
 from smalti.dialect.diagnostics import error_at
-from smalti.lowering import float_math, packing
+from smalti.lowering import float_math, packing, subbyte
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.values import (
@@ -116,6 +116,7 @@ def lower_elementwise(ctx: LoweringContext, op: ir.OpView) -> None:
     if element.name in FP8_NAMES:
         raise error_at(op, f"has no lowering for vectors of {element.name}: PTX computes "
                            "nothing in fp8; arith.extf to f32 first")
+    subbyte.refuse(op, element)
     if not element.is_float:
         raise error_at(op, f"has no lowering for vectors of {element.name}")
     operands = vector_operands(ctx, op)
@@ -167,6 +168,9 @@ def _float_cast(ctx: LoweringContext, op: arith.ExtFOp | arith.TruncFOp) -> None
     value, `.satfinite`). The layout stays; only the packing changes."""
     source = ctx.array(op, op.in_)
     target = vector_element_type(ir.VectorType(op.out.type).element_type)
+    if source.element.name == "f4E2M1FN" and target is not None:
+        ctx.set(op.out, subbyte.widen(ctx, op, source, target))
+        return
     floats = ("f32", "bf16", "f16", *FP8_NAMES)
     if target is None or source.element.name not in floats or target.name not in floats:
         raise error_at(op, f"converts only between f32, bf16, f16 and fp8 (f8E4M3FN, "

@@ -26,7 +26,7 @@ from jaxlib.mlir.dialects import arith
 from jaxlib.mlir.dialects import math as math_ops
 
 from smalti.dialect.diagnostics import error_at
-from smalti.lowering import packing
+from smalti.lowering import packing, subbyte
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.elementwise import result_array, vector_operands
 from smalti.lowering.registry import lowering_rule
@@ -196,6 +196,7 @@ def lower_vector_integer(ctx: LoweringContext, op: ir.OpView) -> None:
     element = vector_element_type(ir.VectorType(op.result.type).element_type)
     if element is None or element.is_float:
         raise error_at(op, f"vectors of {op.result.type} are not supported")
+    subbyte.refuse(op, element)
     operands = vector_operands(ctx, op)
     b = ctx.builder
     if element.scalar == "pred":

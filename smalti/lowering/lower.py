@@ -20,20 +20,26 @@ from smalti.lowering import (  # noqa: F401  (defining the rules registers them)
     control,
     debug,
     elementwise,
+    inline_ptx,
     integer,
+    launch_control,
     layout,
     memory,
     reductions,
+    role_tiles,
     scalar,
     shape,
     slices,
     smem,
+    tcgen05,
     tma,
     tmem,
+    tmem_shared,
     warpgroup,
     wgmma,
 )
 from smalti.lowering.context import LoweringContext
+from smalti.lowering.ptx_versions import required_version
 from smalti.lowering.values import ELEMENT_TYPES, BufferValue, ScalarValue
 from smalti.ptx import Address, KernelBuilder, Module
 from smalti.ptx.module import Kernel, SharedDecl
@@ -65,7 +71,8 @@ def lower_module(module: ir.Operation) -> LoweredModule:
                                         "'smalti.kernel'")
     kernels, module_scope = _hoist_module_scope(tuple(kernel for kernel, _ in lowered))
     multimem = any(s.collective is not None and s.collective.multimem for _, s in lowered)
-    version = collective.MULTIMEM_PTX_VERSION if multimem else PTX_VERSION
+    version = required_version(kernels, collective.MULTIMEM_PTX_VERSION if multimem
+                               else PTX_VERSION)
     ptx = Module(version=version, target=TARGET, kernels=kernels, globals=module_scope)
     return LoweredModule(ptx, {signature.name: signature for _, signature in lowered})
 

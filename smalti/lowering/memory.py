@@ -15,6 +15,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
+from smalti.lowering import subbyte
 from smalti.lowering.context import LoweringContext, layouts_of
 from smalti.lowering.registry import lowering_rule
 from smalti.lowering.scalar import constant_scalar, scalar_add, scalar_mul
@@ -47,7 +48,10 @@ class Access:
 
 def slice_offset(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
                   indices: list[ir.Value]) -> ScalarValue:
-    """Byte offset of the slice origin: sum of index * stride * element size (uniform)."""
+    """Byte offset of the slice origin: sum of index * stride * element size (uniform). A
+    slice of 4-bit elements starts at a byte: its innermost index a provable multiple of 2."""
+    if buffer.element.memory_bits == 4:
+        return subbyte.slice_offset(ctx, op, buffer, indices)
     total = constant_scalar(0)
     for index, stride in zip(indices, buffer.strides, strict=True):
         step = constant_scalar(stride * buffer.element.bytes)
@@ -62,7 +66,7 @@ def _pow2(n: int) -> bool:
 def _thread_offset(ctx: LoweringContext, dist: Distribution, buffer: BufferValue
                    ) -> tuple[Register | None, int]:
     """This thread's byte offset for a layout (as .u64) and a divisor of it; memoised."""
-    coefficients = [term.scale * buffer.strides[term.dim] * buffer.element.bytes
+    coefficients = [term.scale * buffer.strides[term.dim] * buffer.element.memory_bits // 8
                     for term in dist.thread_terms]
     key = ("thread_offset", dist.thread_terms, tuple(coefficients))
     if key in ctx.cache:
@@ -131,7 +135,9 @@ def global_accesses(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
     if buffer.size_bytes >= 2**31:
         raise error_at(op, "buffers of 2 GiB or more are not supported yet")
     dist = layout.distribution(shape)
-    element_bytes = buffer.element.bytes
+    if buffer.element.memory_bits == 4:
+        subbyte.check_global_access(op, dist, buffer)
+    element_bits = buffer.element.memory_bits
     base = _add_address(ctx, buffer.address, index_offset)
     contiguous = (dist.vector_dim == len(shape) - 1 and dist.vector_step == 1
                   and buffer.strides[-1] == 1)
@@ -139,29 +145,33 @@ def global_accesses(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
     if dist.separable:
         thread_offset, thread_divisor = _thread_offset(ctx, dist, buffer)
         thread_base = _add_address(ctx, base, thread_offset)
-        static = [sum(o * s for o, s in zip(origin, buffer.strides, strict=True)) * element_bytes
-                  for origin in dist.register_origins]
+        static = [sum(o * s for o, s in zip(origin, buffer.strides, strict=True))
+                  * element_bits // 8 for origin in dist.register_origins]
         alignment = math.gcd(BUFFER_ALIGNMENT, index_offset.divisor, thread_divisor, *static)
         addresses = [(thread_base, offset) for offset in static]
     else:
         alignment = math.gcd(BUFFER_ALIGNMENT, index_offset.divisor,
-                             dist.vector_length * element_bytes,
-                             *(s * element_bytes for s in buffer.strides))
+                             dist.vector_length * element_bits // 8,
+                             *(s * element_bits // 8 for s in buffer.strides))
         addresses = [(_add_address(ctx, base, _flat_offset(ctx, dist, buffer, r)), 0)
                      for r in range(dist.num_registers)]
-    width = _access_elements(run, element_bytes, alignment)
+    width = _access_elements(run, element_bits, alignment)
+    if element_bits == 4 and width < elements_per_register(buffer.element, dist.vector_length):
+        raise error_at(op, f"accesses of {width} {buffer.element.name} elements would split "
+                           "a register: the slice must start 4-byte aligned")
     for register, (address, offset) in enumerate(addresses):
         for first in range(0, dist.vector_length, width):
             step = (first * dist.vector_step * buffer.strides[dist.vector_dim]
-                    * element_bytes)
+                    * element_bits // 8)
             yield register, Access(address, offset + step, first, width)
 
 
-def _access_elements(run: int, element_bytes: int, alignment: int) -> int:
-    """Elements per access: the widest power of two the run, alignment and 16 B permit."""
-    count = 1
-    while (run % (count * 2) == 0 and (count * 2 * element_bytes) <= MAX_ACCESS_BYTES
-           and alignment % (count * 2 * element_bytes) == 0):
+def _access_elements(run: int, element_bits: int, alignment: int) -> int:
+    """Elements per access: the widest power of two the run, alignment and 16 B permit (at
+    least a byte's worth of elements)."""
+    count = max(1, 8 // element_bits)
+    while (run % (count * 2) == 0 and (count * 2 * element_bits) <= MAX_ACCESS_BYTES * 8
+           and alignment % (count * 2 * element_bits // 8) == 0):
         count *= 2
     return count
 
@@ -188,6 +198,9 @@ def load_global(ctx: LoweringContext, op: ir.OpView, buffer: BufferValue,
     if isinstance(layout, WGSplatLayout):
         if math.prod(shape) != 1:
             raise error_at(op, "cannot access memory with a splat layout")
+        if buffer.element.memory_bits == 4:
+            raise error_at(op, f"a single {buffer.element.name} element is half a byte; load "
+                               "a run of 8 or more")
         return _load_one(ctx, buffer, index_offset, shape)
     element = buffer.element
     dist = layout.distribution(shape)

@@ -12,6 +12,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from jaxlib.mlir import ir
 
@@ -45,6 +46,7 @@ from smalti.tiling import (
     WGStridedLayout,
     physical_shape,
 )
+from smalti.tiling.smem import ElementSize, byte_count
 
 SMEM_SYMBOL = "smalti_smem"
 SMEM_ALIGN = 1024  # the 128-byte swizzle pattern repeats every 1024 bytes
@@ -65,8 +67,14 @@ class SmemRef:
     reach: int | None = None
 
     @property
+    def element_bytes(self) -> ElementSize:
+        """Bytes of one element: Fraction(1, 2) for 4-bit types, packed two per byte."""
+        return Fraction(self.element.memory_bits, 8) if self.element.bits == 4 \
+            else self.element.bytes
+
+    @property
     def size_bytes(self) -> int:
-        return math.prod(self.shape) * self.element.bytes
+        return byte_count(math.prod(self.shape), self.element_bytes)
 
     @property
     def start(self) -> int:
@@ -134,7 +142,7 @@ def inferred_transforms(op: ir.OpView, attr: str, index: int) -> tuple[Transform
 
 def _check_alignment(op: ir.OpView, ref: SmemRef) -> None:
     try:
-        physical_shape(ref.transforms, ref.shape, ref.element.bytes)
+        physical_shape(ref.transforms, ref.shape, ref.element_bytes)
     except LayoutError as error:
         raise error_at(op, f"transforms do not apply: {error}") from None
     if ref.swizzle is not None and ref.offset % (8 * ref.swizzle):
@@ -194,7 +202,8 @@ def _select_stage(ctx: LoweringContext, op: SelectStageOp) -> None:
 
 
 def static_offset(ref: SmemRef, index: Sequence[int], swizzled: bool = True) -> int:
-    """The byte offset (from the ref's start) of a logical element known at compile time."""
+    """The byte offset (from the ref's start) of a logical element known at compile time (of
+    a 4-bit element: the byte holding it)."""
     idx = list(index)
     shape = list(ref.shape)
     for transform in ref.transforms:
@@ -208,7 +217,8 @@ def static_offset(ref: SmemRef, index: Sequence[int], swizzled: bool = True) -> 
                          *tile]
             case TransposeTransform(permutation=perm):
                 idx, shape = [idx[p] for p in perm], [shape[p] for p in perm]
-    offset = sum(i * math.prod(shape[j + 1:]) for j, i in enumerate(idx)) * ref.element.bytes
+    offset = math.floor(sum(i * math.prod(shape[j + 1:]) for j, i in enumerate(idx))
+                        * ref.element_bytes)
     if swizzled and ref.swizzle is not None:
         offset ^= ((offset >> 7) & (ref.swizzle // 16 - 1)) << 4
     return offset
@@ -393,12 +403,20 @@ def _unravel(ctx: LoweringContext, flat: Register, offset: int, shape: tuple[int
     return parts
 
 
+def _check_whole_bytes(op: ir.OpView, ref: SmemRef) -> None:
+    """Thread accesses address whole bytes: 4-bit SMEM refs are for TMA and MMA operands."""
+    if ref.element.bits == 4:
+        raise error_at(op, f"threads do not access shared memory of {ref.element.name} yet "
+                           "(4-bit refs are TMA destinations and tcgen05_mma operands)")
+
+
 def load_smem(ctx: LoweringContext, op: VectorLoadOp) -> None:
     """vector_load from a shared-memory ref."""
     result = op.result
     shape = tuple(ir.VectorType(result.type).shape)
     layout = layouts_of(op, "out_layouts", 1)[0]
     ref = smem_ref(ctx, op, op.source)
+    _check_whole_bytes(op, ref)
     order_generic_access(ctx, ref.start, ref.stop, False,
                          owner(ref, op.indices, layout, shape))
     dist = layout.distribution(shape)
@@ -472,6 +490,7 @@ def store_smem(ctx: LoweringContext, op: VectorStoreOp) -> None:
         raise error_at(op, f"stored value has layout {array.layout}, but in_layouts says "
                            f"{layout}")
     ref = smem_ref(ctx, op, op.destination)
+    _check_whole_bytes(op, ref)
     order_generic_access(ctx, ref.start, ref.stop, True,
                          owner(ref, op.indices, layout, array.shape))
     if _store_matrices(ctx, op, array, ref):

@@ -5,13 +5,25 @@ innermost tile (the whole ref when untiled), grown along the first tiled dim whi
 tiles it covers are consecutive in shared memory; one `cp.async.bulk.tensor` per box. The
 kernel takes one tensor map per distinct (global ref, box, swizzle), in the order the ops
 first need them (`declare_tensor_maps`), as `.param .align 64 .b8 NAME[128]` parameters
-after its arguments. Thread 0 of the warpgroup issues every copy.
+after its arguments. Thread 0 of the warpgroup issues every copy, elected in a branch only
+warp 0 takes (`issued_by_one_thread`: under a per-thread predicate ptxas would wrap each
+UTMALDG in a loop electing a thread).
 
 A `collective` async_load is shared by the n CTAs along the named cluster dims: the SMEM
 ref's leading dim is cut into n parts, CTA i of them (its linear position along those dims)
 copies part i with `.multicast::cluster` into the same offsets of all n CTAs, so every CTA's
 barrier receives the whole ref's bytes. The 16-bit ctaMask is the pattern of the n ranks
 seen from the CTA whose collective coordinates are 0, shifted by that CTA's rank.
+
+An async_load with `cta_group = 2` completes on the pair leader's barrier: its address
+mapped into the even CTA of the pair (`mapa.shared::cluster` to `%cluster_ctarank & ~1`)
+and the copy issued with `.cta_group::2`.
+
+4-bit refs (i4, f4E2M1FN) move packed two per byte: boxes and swizzles are measured in bytes
+(a 128-byte swizzled box row holds 256 elements), the ops' indices stay in elements, and the
+host encodes the map over bytes (smalti.runtime.tensor_maps), so the innermost coordinate is
+halved here; shared memory gets the bytes sm_100a's CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B
+would put there, on sm_90a too.
 """
 
 from __future__ import annotations
@@ -38,8 +50,8 @@ from smalti.lowering.scalar import element_address
 from smalti.lowering.smem import SmemRef, inferred_transforms, smem_address, smem_ref, static_offset
 from smalti.lowering.smem_order import order_async_write
 from smalti.lowering.values import ELEMENT_TYPES, ElementType
-from smalti.lowering.warpgroup import warpgroup_sync
-from smalti.ptx import Address, Guard, Immediate, Register, VectorOperand
+from smalti.lowering.warpgroup import issued_by_one_thread, warpgroup_sync
+from smalti.ptx import Address, Guard, Immediate, KernelBuilder, Register, VectorOperand
 from smalti.ptx.module import TensorAddress
 from smalti.tiling import (
     SwizzleTransform,
@@ -48,7 +60,7 @@ from smalti.tiling import (
     TransposeTransform,
     tma_incompatibility,
 )
-from smalti.tiling.smem import TMA_MAX_BOX
+from smalti.tiling.smem import TMA_MAX_BOX, byte_count
 
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
@@ -124,10 +136,10 @@ def _check_part(op: AsyncCopyOp, shape: tuple[int, ...], part: tuple[int, ...],
     if part == shape:
         return
     what = f"a collective part ({list(part)} of {list(shape)})"
-    if (problem := tma_incompatibility(transforms, element.bytes, part)) is not None:
-        raise error_at(op, f"TMA cannot copy {what}: {problem}")
     ref = SmemRef(0, shape, element, transforms)
-    size = math.prod(part) * element.bytes
+    if (problem := tma_incompatibility(transforms, ref.element_bytes, part)) is not None:
+        raise error_at(op, f"TMA cannot copy {what}: {problem}")
+    size = byte_count(math.prod(part), ref.element_bytes)
     start = static_offset(ref, (part[0], *([0] * (len(shape) - 1))), swizzled=False)
     swizzles = [t.swizzle_bytes for t in transforms if isinstance(t, SwizzleTransform)]
     align = max(PART_ALIGN, 8 * swizzles[0] if swizzles else 0)
@@ -180,10 +192,11 @@ def _record(op: AsyncCopyOp, origin: GlobalOrigin, param: str = "") -> TensorMap
     shape = tuple(smem_type.shape)
     element = ELEMENT_TYPES.get(type_name(smem_type.element_type))
     if element is None:
-        raise error_at(op, f"TMA of {smem_type.element_type} is not supported")
+        raise error_at(op, f"TMA of {smem_type.element_type} is not supported yet")
     if any(isinstance(t, TransposeTransform) for t in transforms):
         raise error_at(op, "TMA cannot write transposed shared memory")
-    if (problem := tma_incompatibility(transforms, element.bytes, shape)) is not None:
+    size = SmemRef(0, shape, element).element_bytes
+    if (problem := tma_incompatibility(transforms, size, shape)) is not None:
         raise error_at(op, f"TMA cannot use this shared-memory ref: {problem}")
     part = op.part_shape()
     _check_part(op, shape, part, transforms, element)
@@ -268,19 +281,25 @@ def _copies(ctx: LoweringContext, op: AsyncCopyOp, ref: SmemRef, part: Register 
         scalar = ctx.scalar(op, value)
         starts.append(int(scalar.constant) if scalar.constant is not None
                       else b.compute("cvt.u32.u64", "u32", scalar.operand))
+    packed = ref.element.bits == 4  # the map is over bytes: the innermost coordinate halves
+    if packed:
+        starts[-1] = _byte_coordinate(op, starts[-1], b)
     base: Register | None = None
     if part is not None:  # part i: rows [i * rows, (i + 1) * rows) of the leading SMEM dim
         leading = next(d for d, n in enumerate(lengths) if n != -1)
-        row = b.compute("mul.lo.u32", "u32", part, shape[0])
+        last = packed and leading == len(starts) - 1  # a 1-D 4-bit ref: rows are bytes
+        row = b.compute("mul.lo.u32", "u32", part, shape[0] // 2 if last else shape[0])
         start = starts[leading]
         starts[leading] = row if start == 0 else b.compute("add.s32", "b32", row, start)
-        size = math.prod(shape) * ref.element.bytes
+        size = byte_count(math.prod(shape), ref.element_bytes)
         base = b.compute("mad.lo.u32", "u32", part, size, smem_address(ctx, ref))
     for origin in plan.origins:
         offsets = iter(origin)
         coords = []
-        for start, n in zip(starts, lengths, strict=True):
+        for dim, (start, n) in enumerate(zip(starts, lengths, strict=True)):
             shift = 0 if n == -1 else next(offsets)
+            if packed and dim == len(starts) - 1:
+                shift //= 2
             if isinstance(start, int):
                 coords.append(b.compute("mov.b32", "b32", Immediate(start + shift)))
             else:
@@ -289,6 +308,19 @@ def _copies(ctx: LoweringContext, op: AsyncCopyOp, ref: SmemRef, part: Register 
         address = (Address(smem_address(ctx, ref, byte)) if base is None
                    else Address(base, byte))
         yield address, VectorOperand(tuple(reversed(coords)))
+
+
+def _byte_coordinate(op: AsyncCopyOp, start: int | Register, b: KernelBuilder
+                     ) -> int | Register:
+    """The innermost coordinate of a 4-bit copy in the bytes its map counts: an even element
+    index halved (a constant must be even; a run-time one is assumed so, as TMA starts on
+    a byte)."""
+    if isinstance(start, int):
+        if start % 2:
+            raise error_at(op, f"a TMA copy of 4-bit elements starts on a byte: the innermost "
+                               f"index must be even, got {start}")
+        return start // 2
+    return b.compute("shr.s32", "b32", start, 1)
 
 
 @lowering_rule(AsyncLoadOp)
@@ -300,20 +332,38 @@ def _async_load(ctx: LoweringContext, op: AsyncLoadOp) -> None:
     origin = global_origin(op)
     tmap = _tensor_map(ctx, op, origin)
     rank = ir.MemRefType(op.source.type).rank
-    guard = Guard(leader(ctx))
-    if origin.symmetric_offset is not None:  # written through the generic proxy
-        ctx.builder.emit("fence.proxy.async.global", guard=guard)
     opcode = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
               "mbarrier::complete_tx::bytes")
+    if op.cta_group == 2:
+        opcode, barrier = f"{opcode}.cta_group::2", _pair_leader_barrier(ctx, barrier)
     collective = _collective(ctx, op)
+    extra: tuple[Register, ...] = ()
     if collective is None:
-        for address, coords in _copies(ctx, op, ref):
-            ctx.builder.emit(opcode, address, TensorAddress(tmap, coords), barrier, guard=guard)
-        return
-    part, mask = _part_and_mask(ctx, collective)
-    for address, coords in _copies(ctx, op, ref, part):
-        ctx.builder.emit(f"{opcode}.multicast::cluster", address, TensorAddress(tmap, coords),
-                         barrier, mask, guard=guard)
+        copies = list(_copies(ctx, op, ref))
+    else:
+        part, mask = _part_and_mask(ctx, collective)
+        copies = list(_copies(ctx, op, ref, part))
+        opcode, extra = f"{opcode}.multicast::cluster", (mask,)
+    with issued_by_one_thread(ctx, pair=False) as guard:
+        if origin.symmetric_offset is not None:  # written through the generic proxy
+            ctx.builder.emit("fence.proxy.async.global", guard=guard)
+        for address, coords in copies:
+            ctx.builder.emit(opcode, address, TensorAddress(tmap, coords), barrier, *extra,
+                             guard=guard)
+
+
+def _pair_leader_barrier(ctx: LoweringContext, barrier: Address) -> Address:
+    """`cta_group = 2`: the barrier at the same offset in the CTA pair's leader (the even
+    rank), as a `.shared::cluster` address (`mapa`), which `.cta_group::2` lets a load
+    complete on."""
+    b = ctx.builder
+    if "pair_leader_rank" not in ctx.cache:
+        ctx.cache["pair_leader_rank"] = b.compute("and.b32", "b32", b.special("%cluster_ctarank"),
+                                                  Immediate(~1 & 0xFFFFFFFF))
+    local = barrier.base if barrier.offset == 0 else b.compute("add.u32", "u32", barrier.base,
+                                                               barrier.offset)
+    return Address(b.compute("mapa.shared::cluster.u32", "u32", local,
+                             ctx.cache["pair_leader_rank"]))
 
 
 def _part_and_mask(ctx: LoweringContext, collective: Collective) -> tuple[Register, Register]:
@@ -349,11 +399,12 @@ def _async_store(ctx: LoweringContext, op: AsyncStoreOp) -> None:
     rank = ir.MemRefType(op.destination.type).rank
     b = ctx.builder
     publish_smem_writes(ctx)
-    guard = Guard(leader(ctx))
-    for address, coords in _copies(ctx, op, ref):
-        b.emit(f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group",
-               TensorAddress(tmap, coords), address, guard=guard)
-    b.emit("cp.async.bulk.commit_group", guard=guard)
+    copies = list(_copies(ctx, op, ref))
+    with issued_by_one_thread(ctx, pair=False) as guard:
+        for address, coords in copies:
+            b.emit(f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group",
+                   TensorAddress(tmap, coords), address, guard=guard)
+        b.emit("cp.async.bulk.commit_group", guard=guard)
 
 
 @lowering_rule(AsyncStoreWaitOp)
@@ -365,5 +416,5 @@ def _async_store_wait(ctx: LoweringContext, op: AsyncStoreWaitOp) -> None:
 
 
 def box_bytes(record: TensorMapRecord) -> int:
-    """Bytes one copy through this tensor map moves."""
-    return math.prod(record.box) * ELEMENT_TYPES[record.dtype].bytes
+    """Bytes one copy through this tensor map moves (4-bit elements two per byte)."""
+    return math.prod(record.box) * ELEMENT_TYPES[record.dtype].memory_bits // 8

@@ -30,6 +30,11 @@ class ElementType:
     def bytes(self) -> int:
         return max(self.bits // 8, 1)
 
+    @property
+    def memory_bits(self) -> int:
+        """Bits of one element in memory: an i1 is a byte; 4-bit types pack two per byte."""
+        return max(self.bits, 8) if self.bits == 1 else self.bits
+
 
 ELEMENT_TYPES = {
     e.name: e
@@ -39,6 +44,9 @@ ELEMENT_TYPES = {
         ElementType("f16", 16, "f16", "f16x2"),
         ElementType("f8E4M3FN", 8, "b8", vector_only=True),
         ElementType("f8E5M2", 8, "b8", vector_only=True),
+        ElementType("f8E8M0FNU", 8, "b8", vector_only=True),  # block scales (tcgen05_cp)
+        ElementType("i4", 4, "b8", vector_only=True),  # 8 per .b32 (smalti/lowering/subbyte.py)
+        ElementType("f4E2M1FN", 4, "b8", vector_only=True),
         ElementType("i32", 32, "s32"),
         ElementType("i16", 16, "s16"),
         ElementType("i8", 8, "s8"),
@@ -93,7 +101,7 @@ class BufferValue:
 
     @property
     def size_bytes(self) -> int:
-        return math.prod(self.shape) * self.element.bytes
+        return -(-math.prod(self.shape) * self.element.memory_bits // 8)
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,10 @@ def elements_per_register(element: ElementType, vector_length: int) -> int:
     """How many elements of a register vector share one register: 16-bit pairs in a .b32
     when the vector length is even; 8-bit quads in a .b32 when it is a multiple of 4, else
     pairs in a .b16 when even (the unit of PTX's fp8 conversions), else one byte in the low
-    half of a .b16 (its upper byte unspecified)."""
+    half of a .b16 (its upper byte unspecified). 4-bit elements are eight to a .b32, always
+    (their vectors' lengths are multiples of 8; the lowering refuses others)."""
+    if element.bits == 4:
+        return 8
     if element.bits == 8:
         return 4 if vector_length % 4 == 0 else 2 if vector_length % 2 == 0 else 1
     return 2 if element.packed is not None and vector_length % 2 == 0 else 1
@@ -131,6 +142,8 @@ def register_type(element: ElementType, pack: int) -> str:
     """The PTX type of a register holding `pack` elements."""
     if element.bits == 8:
         return "b32" if pack == 4 else "b16"
+    if element.bits == 4:
+        return "b32"
     return element.packed if pack == 2 else element.scalar
 
 

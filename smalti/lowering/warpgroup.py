@@ -10,15 +10,22 @@ A budget above the kernel's entry budget (ptxas derives it from `.maxntid` and
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from jaxlib.mlir import ir
 
 from smalti.dialect.ops_warpgroup import WarpgroupRegionOp, entry_register_budget
 from smalti.lowering.context import LoweringContext
 from smalti.lowering.registry import lowering_rule
-from smalti.ptx import Guard, Immediate, Register
-from smalti.tiling import WARPGROUP_SIZE
+from smalti.ptx import Guard, Immediate, Register, Symbol
+from smalti.ptx.module import PredicatePair
+from smalti.tiling import WARP_SIZE, WARPGROUP_SIZE
 
 MIN_CTAS_DIRECTIVE = ".minnctapersm 1"
+WARP_BITS = WARP_SIZE.bit_length() - 1  # a thread's warp: %tid.x >> 5 ...
+WARPGROUP_WARP_BITS = (WARPGROUP_SIZE // WARP_SIZE).bit_length() - 1  # ... of 4
+FULL_MASK = 0xFFFFFFFF
 
 
 RUNNING = "warpgroups_running"  # ctx.cache key: the warpgroups that run the current region
@@ -36,6 +43,41 @@ def warpgroup_index(ctx: LoweringContext) -> Register:
         ctx.cache["warpgroup_index"] = ctx.builder.compute(
             "shr.u32", "u32", ctx.builder.special("%tid.x"), WARPGROUP_SIZE.bit_length() - 1)
     return ctx.cache["warpgroup_index"]
+
+
+def _not_issuing_warp(ctx: LoweringContext, pair: bool) -> Register:
+    """True in every warp but warp 0 of the warpgroup (and, with `pair`, in the pair's odd
+    CTA): warp-uniform, as ptxas can tell, since the warp index is broadcast from lane 0 by
+    shfl.sync (memoised)."""
+    key = ("not_issuing_warp", pair)
+    if key not in ctx.cache:
+        b = ctx.builder
+        warp = b.compute("bfe.u32", "b32", ctx.thread_index(), WARP_BITS, WARPGROUP_WARP_BITS)
+        uniform = b.compute("shfl.sync.idx.b32", "b32", warp, 0, WARP_SIZE - 1, FULL_MASK)
+        other = b.compute("setp.ne.u32", "pred", uniform, 0)
+        if pair:
+            odd = b.compute("and.b32", "b32", b.special("%cluster_ctarank"), 1)
+            other = b.compute("setp.ne.or.b32", "pred", odd, 0, other)
+        ctx.cache[key] = other
+    return ctx.cache[key]
+
+
+@contextmanager
+def issued_by_one_thread(ctx: LoweringContext, pair: bool) -> Iterator[Guard]:
+    """Code that warp 0 of the warpgroup (of the even CTA, with `pair`) branches into, where
+    `elect.sync` picks its lane 0, thread 0 of the warpgroup, to issue (the guard yielded):
+    TMA copies and tcgen05 ops. Electing in a warp-uniform branch lets ptxas issue each
+    UTMALDG / UTC* instruction once; under a per-thread predicate it wraps every one in a
+    loop electing a thread. Operands must be computed before: registers set inside are not
+    set in the other threads. (Control flow in a smalti kernel is uniform over the
+    warpgroup, so warp 0 arrives converged, as elect.sync needs.)"""
+    b = ctx.builder
+    skip = b.new_label("issued")
+    b.emit("bra", skip, guard=Guard(_not_issuing_warp(ctx, pair)))
+    elected = b.reg("pred")
+    b.emit("elect.sync", PredicatePair(Symbol("_"), elected), Immediate(FULL_MASK))
+    yield Guard(elected)
+    b.place(skip)
 
 
 def warpgroup_sync(ctx: LoweringContext) -> None:

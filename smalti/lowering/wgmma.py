@@ -15,6 +15,8 @@ instruction, in the A fragment layout of its bit width (WGMMA_A_LAYOUTS).
 
 from __future__ import annotations
 
+from jaxlib.mlir import ir
+
 from smalti.dialect.diagnostics import error_at
 from smalti.dialect.ops_mma import (
     PTX_INPUT_TYPES,
@@ -37,29 +39,32 @@ K_BYTES = 32
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
 
-def _offset(ref: SmemRef, mn: int, k: int, is_b: bool) -> int:
+def operand_offset(ref: SmemRef, mn: int, k: int, is_b: bool) -> int:
     """Unswizzled byte offset of operand element (mn, k); B is stored as K x N."""
     return static_offset(ref, (k, mn) if is_b else (mn, k), swizzled=False)
 
 
-def _descriptor_fields(op: WgmmaOp, ref: SmemRef, is_b: bool) -> tuple[bool, int]:
-    """(MN-major, the descriptor's constant bits: LBO, SBO, swizzle mode)."""
+def descriptor_fields(op: ir.OpView, ref: SmemRef, is_b: bool, a_rows: int = M_BLOCK
+                      ) -> tuple[bool, int]:
+    """(MN-major, the descriptor's constant bits: LBO, SBO, swizzle mode), for an
+    instruction reading `a_rows` rows of A (tcgen05.mma's sm_100 descriptor adds its version
+    bits to these: the swizzle codes of both families land on the same bits)."""
     if ref.swizzle is None:
-        raise error_at(op, "wgmma operands in shared memory must be swizzled; give the ref "
+        raise error_at(op, "matrix operands in shared memory must be swizzled; give the ref "
                            "swizzled transforms")
-    problem = wgmma_stride_problem(ref.transforms, ref.shape, ref.element.bytes,
-                                   "B" if is_b else "A")
+    problem = wgmma_stride_problem(ref.transforms, ref.shape, ref.element_bytes,
+                                   "B" if is_b else "A", a_rows)
     if problem is not None:
         raise error_at(op, problem)
     mn_major = is_transposed(ref.transforms) != is_b
-    origin = _offset(ref, 0, 0, is_b)
+    origin = operand_offset(ref, 0, 0, is_b)
     if mn_major:
-        chunk = ref.swizzle // ref.element.bytes
+        chunk = ref.swizzle // ref.element_bytes
         extent = ref.shape[1] if is_b else ref.shape[0]
-        lbo = _offset(ref, chunk, 0, is_b) - origin if extent > chunk else 16
-        sbo = _offset(ref, 0, 8, is_b) - origin
+        lbo = operand_offset(ref, chunk, 0, is_b) - origin if extent > chunk else 16
+        sbo = operand_offset(ref, 0, 8, is_b) - origin
     else:
-        lbo, sbo = 16, _offset(ref, 8, 0, is_b) - origin
+        lbo, sbo = 16, operand_offset(ref, 8, 0, is_b) - origin
     for name, value in (("leading", lbo), ("stride", sbo)):
         if value <= 0 or value % 16 or value >> 4 >= 1 << 14:
             raise error_at(op, f"the {name} byte offset {value} of this operand does not fit a "
@@ -68,7 +73,7 @@ def _descriptor_fields(op: WgmmaOp, ref: SmemRef, is_b: bool) -> tuple[bool, int
     return mn_major, bits
 
 
-def _descriptor_base(ctx: LoweringContext, ref: SmemRef, bits: int) -> Register:
+def descriptor_base(ctx: LoweringContext, ref: SmemRef, bits: int) -> Register:
     """The 64-bit descriptor of the ref's first byte (memoised per block, like its address)."""
     key = ("wgmma_desc", ref.offset, ref.dynamic, bits)
     if key not in ctx.block_cache:
@@ -80,7 +85,8 @@ def _descriptor_base(ctx: LoweringContext, ref: SmemRef, bits: int) -> Register:
     return ctx.block_cache[key]
 
 
-def _descriptor(ctx: LoweringContext, base: Register, offset: int) -> Register:
+def descriptor_at(ctx: LoweringContext, base: Register, offset: int) -> Register:
+    """The descriptor `offset` bytes (16-byte aligned) after the one `base` holds."""
     if offset % 16:
         raise ValueError(f"descriptor start offset {offset} is not 16-byte aligned")
     if offset == 0:
@@ -139,8 +145,8 @@ def _wgmma(ctx: LoweringContext, op: WgmmaOp) -> None:
     result = FragmentedArray(acc.layout, acc.shape, acc.element, fresh, acc.vector_length)
     where = _vector_index(result)
     b_ref = smem_ref(ctx, op, op.b)
-    b_mn_major, b_bits = _descriptor_fields(op, b_ref, is_b=True)
-    b_base = _descriptor_base(ctx, b_ref, b_bits)
+    b_mn_major, b_bits = descriptor_fields(op, b_ref, is_b=True)
+    b_base = descriptor_base(ctx, b_ref, b_bits)
     element = b_ref.element
     k = b_ref.shape[0]
     steps = k * element.bytes // K_BYTES
@@ -158,8 +164,8 @@ def _wgmma(ctx: LoweringContext, op: WgmmaOp) -> None:
                      for step in range(steps) for block in range(m // M_BLOCK)}
     else:
         a_ref = smem_ref(ctx, op, op.a)
-        a_mn_major, a_bits = _descriptor_fields(op, a_ref, is_b=False)
-        a_base = _descriptor_base(ctx, a_ref, a_bits)
+        a_mn_major, a_bits = descriptor_fields(op, a_ref, is_b=False)
+        a_base = descriptor_base(ctx, a_ref, a_bits)
         a_element = a_ref.element
     for what, operand, mn_major in (("A", a_element, a_mn_major), ("B", element, b_mn_major)):
         if (problem := mn_major_problem(what, operand.name, mn_major)) is not None:
@@ -171,17 +177,18 @@ def _wgmma(ctx: LoweringContext, op: WgmmaOp) -> None:
     publish_smem_writes(ctx)  # operands the threads stored are visible to wgmma
     b.emit("wgmma.fence.sync.aligned")
     for step in range(steps):
-        b_desc = _descriptor(ctx, b_base, _offset(b_ref, 0, k_step * step, True)
-                             - _offset(b_ref, 0, 0, True))
+        b_desc = descriptor_at(ctx, b_base, operand_offset(b_ref, 0, k_step * step, True)
+                               - operand_offset(b_ref, 0, 0, True))
         for block in range(m // M_BLOCK):
             d = VectorOperand(tuple(_accumulator(ctx, result, block, where)))
             tail = [scale_d, Immediate(1), Immediate(1)]
             if a_ref is None:
                 a_operand = fragments[(step, block)]
             else:
-                a_operand = _descriptor(ctx, a_base, _offset(a_ref, M_BLOCK * block,
-                                                             k_step * step, False)
-                                        - _offset(a_ref, 0, 0, False))
+                a_operand = descriptor_at(ctx, a_base,
+                                          operand_offset(a_ref, M_BLOCK * block,
+                                                         k_step * step, False)
+                                          - operand_offset(a_ref, 0, 0, False))
                 if transposable:
                     tail.append(Immediate(int(a_mn_major)))
             if transposable:

@@ -10,6 +10,7 @@ from smalti.ptx.module import (
     REGISTER_PREFIX,
     Guard,
     Immediate,
+    InlineBlock,
     Instruction,
     Kernel,
     Label,
@@ -93,6 +94,10 @@ class KernelBuilder:
         dest = self.reg(result_type)
         self.emit(opcode, dest, *sources, guard=guard)
         return dest
+
+    def inline(self, text: str) -> None:
+        """Emit PTX `text` verbatim in its own `{ }` scope (inline_ptx)."""
+        self._body.append(InlineBlock(text, source=self.source))
 
     def place(self, label: Label) -> None:
         self._body.append(LabelDef(label.name))

@@ -18,6 +18,7 @@ REGISTER_PREFIX = {
     "b64": "%rd",
     "f32": "%f",
     "f64": "%fd",
+    "b128": "%q",
 }
 
 TYPE_BITS = {
@@ -163,7 +164,16 @@ class LabelDef:
     line: int | None = None
 
 
-Statement = Instruction | LabelDef
+@dataclass(frozen=True)
+class InlineBlock:
+    """Verbatim PTX text (an inline_ptx op's, registers substituted), printed in its own
+    `{ }` scope; the text is the user's, so nothing here inspects it."""
+
+    text: str
+    source: SourceLocation | None = field(default=None, compare=False)
+
+
+Statement = Instruction | LabelDef | InlineBlock
 
 
 @dataclass(frozen=True)

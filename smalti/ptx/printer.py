@@ -7,6 +7,7 @@ import struct
 from smalti.ptx.module import (
     Address,
     Immediate,
+    InlineBlock,
     Instruction,
     Kernel,
     Label,
@@ -134,6 +135,10 @@ def print_kernel(kernel: Kernel, files: dict[str, int] | None = None) -> list[st
         if source is not None and source != current:
             lines.append(f"\t.loc {files[source.file]} {source.line} {source.column}")
             current = source
+        if isinstance(statement, InlineBlock):
+            lines.extend(["\t{", *(f"\t\t{t.strip()}" for t in statement.text.splitlines()
+                                   if t.strip()), "\t}"])
+            continue
         lines.append("\t" + format_instruction(statement))
     lines.append("}")
     return lines

@@ -15,8 +15,10 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from jaxlib.mlir import ir
 
@@ -36,6 +38,7 @@ FORMAT = 3  # 2: with the ptxas report; 3: signatures carry the arch
 _SMALTI_ROOT = Path(__file__).resolve().parents[1]
 _COMPILER_PACKAGES = ("dialect", "tiling", "layout_inference", "lowering", "passes", "ptx")
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -118,19 +121,9 @@ class KernelCache:
             hit = self._memory.get(key)
         if hit is not None or self.directory is None:
             return hit
-        path = self.path(key)
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        try:
-            compiled = decode_entry(raw, key)
-        except StaleEntry:  # written by another version of smalti: rebuilt quietly
-            path.unlink(missing_ok=True)
-            return None
-        except (ValueError, KeyError, TypeError) as error:
-            _log.warning("smalti: rebuilding corrupted cache entry %s (%s)", path, error)
-            path.unlink(missing_ok=True)
+        compiled = read_entry(self.path(key), lambda raw: decode_entry(raw, key),
+                              "rebuilding corrupted cache entry")
+        if compiled is None:
             return None
         with self._lock:
             self._memory[key] = compiled
@@ -141,6 +134,24 @@ class KernelCache:
             self._memory[compiled.key] = compiled
         if self.directory is not None:
             atomic_write(self.path(compiled.key), encode_entry(compiled))
+
+
+def read_entry(path: Path, decode: Callable[[bytes], T], corrupted: str) -> T | None:
+    """The entry file at `path` decoded, or None: missing, or removed when another format
+    wrote it (quietly) or it is corrupted (logging `corrupted`, the path and the error)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return decode(raw)
+    except StaleEntry:  # written by another version of smalti: rebuilt quietly
+        path.unlink(missing_ok=True)
+        return None
+    except (ValueError, KeyError, TypeError) as error:
+        _log.warning("smalti: %s %s (%s)", corrupted, path, error)
+        path.unlink(missing_ok=True)
+        return None
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -168,27 +179,39 @@ def encode_entry(compiled: CompiledKernel) -> bytes:
         "signature": signature_to_data(compiled.signature),
         "report": None if compiled.report is None else asdict(compiled.report),
     }
+    return seal_payload(payload, FORMAT)
+
+
+def seal_payload(payload: dict, version: int) -> bytes:
+    """An entry file's bytes: `payload` as JSON, with its format version and sha256."""
     body = json.dumps(payload, sort_keys=True)
     checksum = hashlib.sha256(body.encode()).hexdigest()
-    return json.dumps({"format": FORMAT, "checksum": checksum, "payload": body}).encode()
+    return json.dumps({"format": version, "checksum": checksum, "payload": body}).encode()
 
 
-def decode_entry(raw: bytes, key: str) -> CompiledKernel:
-    """The entry in `raw`; ValueError if it is malformed, for another key, or corrupted."""
+def open_payload(raw: bytes, key: str, version: int) -> dict:
+    """The payload sealed in `raw`; ValueError if it is malformed, for another key, or
+    corrupted (StaleEntry if another format version wrote it)."""
     try:
         entry = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"not JSON: {error}") from None
     if not isinstance(entry, dict) or "format" not in entry:
         raise ValueError("unknown entry format")
-    if entry["format"] != FORMAT:
-        raise StaleEntry(f"format {entry['format']}, not {FORMAT}")
+    if entry["format"] != version:
+        raise StaleEntry(f"format {entry['format']}, not {version}")
     body = entry["payload"]
     if hashlib.sha256(body.encode()).hexdigest() != entry["checksum"]:
         raise ValueError("checksum mismatch")
     payload = json.loads(body)
     if payload["key"] != key:
         raise ValueError(f"entry holds key {payload['key']}")
+    return payload
+
+
+def decode_entry(raw: bytes, key: str) -> CompiledKernel:
+    """The entry in `raw`; ValueError if it is malformed, for another key, or corrupted."""
+    payload = open_payload(raw, key, FORMAT)
     cubin, report = payload["cubin"], payload["report"]
     return CompiledKernel(key, payload["ptx"], signature_from_data(payload["signature"]),
                           None if cubin is None else base64.b64decode(cubin), payload["arch"],

@@ -19,10 +19,12 @@ import ctypes
 import functools
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from smalti.dialect.kernel import KernelSignature
+from smalti.dialect.kernel import KernelArg, KernelSignature
+from smalti.runtime import subbyte
 from smalti.runtime.cache import CompiledKernel, cache_directory
 from smalti.runtime.compiler import CompiledModule
 from smalti.runtime.dtypes import NUMPY_DTYPES
@@ -55,7 +57,18 @@ def _signature(text: str) -> KernelSignature:
     return signature_from_json(text)
 
 
-Call = tuple[list[np.ndarray], list[np.ndarray]]  # one device's inputs and outputs (XLA's)
+@dataclass(frozen=True)
+class PackedBuffer:
+    """XLA's buffer of 4-bit elements: `raw`, its bytes (two elements each, low nibble
+    first), holding `shape` elements of `dtype` (an MLIR name)."""
+
+    raw: np.ndarray
+    dtype: str
+    shape: tuple[int, ...]
+
+
+Buffer = np.ndarray | PackedBuffer
+Call = tuple[list[Buffer], list[Buffer]]  # one device's inputs and outputs (XLA's)
 
 
 def simulate_on_buffers(ptx: str, signature: KernelSignature, inputs: list[np.ndarray],
@@ -78,25 +91,41 @@ def simulate_devices(ptx: str, signature: KernelSignature, calls: dict[int, Call
 
 
 def _kernel_arguments(call: Call) -> list[np.ndarray]:
-    """The kernel's arguments for one call: copies of its inputs, zeroed outputs."""
+    """The kernel's arguments for one call: copies of its inputs, zeroed outputs (4-bit
+    buffers, XLA's packed bytes, as numpy arrays of their dtype)."""
     inputs, outputs = call
-    return [np.array(x) for x in inputs] + [np.zeros_like(y) for y in outputs]
+    return [_host(x, copy=True) for x in inputs] + [np.zeros_like(_host(y)) for y in outputs]
 
 
 def _write_back(call: Call, arguments: list[np.ndarray]) -> None:
     """Copy the kernel's outputs (its arguments after the run) into the call's buffers."""
     inputs, outputs = call
     for target, result in zip(outputs, arguments[len(inputs):], strict=True):
-        np.copyto(target, result)
+        np.copyto(target.raw if isinstance(target, PackedBuffer) else target,
+                  subbyte.pack(result) if isinstance(target, PackedBuffer) else result)
 
 
-def _buffer(address: int, size: int, shape: tuple[int, ...], dtype: np.dtype, what: str
-            ) -> np.ndarray:
-    """XLA's host buffer at `address` as an array of `shape` and `dtype`."""
-    if size != int(np.prod(shape)) * dtype.itemsize:
+def _host(buffer: Buffer, copy: bool = False) -> np.ndarray:
+    """A call's buffer as the numpy array of its arguments' dtype and shape."""
+    if isinstance(buffer, PackedBuffer):
+        return subbyte.unpack(buffer.raw, buffer.dtype, buffer.shape)
+    return np.array(buffer) if copy else buffer
+
+
+def _buffer(address: int, size: int, arg: KernelArg, what: str) -> Buffer:
+    """XLA's host buffer at `address` as an array of the argument's shape and dtype. The FFI
+    reports a 4-bit buffer's size as one byte per element; it holds half as many."""
+    shape, dtype = arg.shape or (), NUMPY_DTYPES[arg.dtype]
+    count = int(np.prod(shape))
+    if size != count * dtype.itemsize:
         raise ValueError(f"{what} holds {size} bytes, not a {dtype.name}{list(shape)}")
+    if subbyte.is_packed(arg.dtype):
+        size = subbyte.packed_bytes(arg.dtype, shape)
     raw = (ctypes.c_uint8 * size).from_address(address) if size else bytearray()
-    return np.frombuffer(raw, dtype=np.uint8).view(dtype).reshape(shape)
+    data = np.frombuffer(raw, dtype=np.uint8)
+    if subbyte.is_packed(arg.dtype):
+        return PackedBuffer(data, arg.dtype, tuple(shape))
+    return data.view(dtype).reshape(shape)
 
 
 class _CallsInFlight:
@@ -162,16 +191,16 @@ def _simulate_call(ptx: int, ptx_bytes: int, signature: int, signature_bytes: in
             raise ValueError(f"the call passes {buffer_count} buffers; the kernel takes "
                              f"{len(kernel.args) + collective}")
         positions = [i for i in range(buffer_count) if not (collective and i == input_count - 1)]
-        arrays = [_buffer(buffers[i] or 0, sizes[i], arg.shape or (), NUMPY_DTYPES[arg.dtype],
-                          f"buffer #{i}") for i, arg in zip(positions, kernel.args, strict=True)]
+        arrays = [_buffer(buffers[i] or 0, sizes[i], arg, f"buffer #{i}")
+                  for i, arg in zip(positions, kernel.args, strict=True)]
         inputs, outputs = arrays[:input_count - collective], arrays[input_count - collective:]
         text = ctypes.string_at(ptx, ptx_bytes).decode()
         if not collective:
             with _RUN_LOCK:
                 simulate_on_buffers(text, kernel, inputs, outputs)
             return 0
-        where = _buffer(buffers[input_count - 1] or 0, sizes[input_count - 1], (2,),
-                        np.dtype(np.int32), "the device index")
+        where = _buffer(buffers[input_count - 1] or 0, sizes[input_count - 1],
+                        KernelArg("where", "i32", (2,)), "the device index")
         device, group = (int(v) for v in where)
         assert kernel.collective is not None
         _MEETINGS.join((text, signature_text, group), kernel.collective.devices, device,

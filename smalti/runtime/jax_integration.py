@@ -44,8 +44,8 @@ from smalti.runtime.simulate import launch_cluster, print_debug_buffer
 from smalti.runtime.tensor_maps import encode_arguments
 
 # CUtensorMapDataType values of the CUDA driver API.
-TENSOR_MAP_DATA_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 3, "i64": 5,
-                         "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
+TENSOR_MAP_DATA_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "f8E8M0FNU": 0, "i16": 1,
+                         "i32": 3, "i64": 5, "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
 SWIZZLE_CODES = {None: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
 OOB_FILL_CODES = {"zero": 0, "nan": 1}  # CUtensorMapFloatOOBfill
 RECORD_SIZE = 24  # i64 entries per tensor-map record (launcher/core.h: kRecordSize)

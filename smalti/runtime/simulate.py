@@ -9,6 +9,7 @@ import numpy as np
 
 from smalti.dialect.kernel import KernelSignature
 from smalti.dialect.ops_debug import HEADER_BYTES, DebugPrintRecord
+from smalti.runtime import subbyte
 from smalti.runtime.compiler import CompiledModule
 from smalti.runtime.dtypes import NUMPY_DTYPES
 from smalti.runtime.tensor_maps import sim_tensor_maps
@@ -17,8 +18,9 @@ from smalti.tiling import WGSplatLayout
 
 
 def check_arguments(signature: KernelSignature, args: tuple) -> list:
-    """The kernel's arguments as the simulator takes them; TypeError/ValueError name the
-    argument that does not match the signature."""
+    """The kernel's arguments as the simulator takes them (device buffers: 4-bit arrays
+    packed two per byte, smalti.runtime.subbyte); TypeError/ValueError name the argument
+    that does not match the signature."""
     if len(args) != len(signature.args):
         raise TypeError(f"kernel @{signature.name} takes {len(signature.args)} arguments, "
                         f"got {len(args)}")
@@ -37,8 +39,16 @@ def check_arguments(signature: KernelSignature, args: tuple) -> list:
         if value.shape != arg.shape:
             raise ValueError(f"argument #{position} of @{signature.name} must have shape "
                              f"{arg.shape}, got {value.shape}")
-        checked.append(np.ascontiguousarray(value))
+        checked.append(subbyte.pack(value) if subbyte.is_packed(arg.dtype)
+                       else np.ascontiguousarray(value))
     return checked
+
+
+def host_arrays(signature: KernelSignature, buffers: list) -> list:
+    """The kernel's device buffers as the arrays its arguments are (4-bit ones unpacked)."""
+    return [subbyte.unpack(value, arg.dtype, arg.shape)
+            if arg.shape is not None and subbyte.is_packed(arg.dtype) else value
+            for value, arg in zip(buffers, signature.args, strict=True)]
 
 
 def launch_cluster(signature: KernelSignature,
@@ -71,7 +81,7 @@ def run_simulated(compiled: CompiledModule, *args, kernel: str | None = None,
             cluster=None if cluster == (1, 1, 1) else cluster, **options)
     if debug:
         print_debug_buffer(signature, debug[0], print_fn)
-    return buffers
+    return host_arrays(signature, buffers)
 
 
 def run_simulated_devices(compiled: CompiledModule, args_per_device: list[tuple] | list[list],
@@ -107,7 +117,7 @@ def run_simulated_devices(compiled: CompiledModule, args_per_device: list[tuple]
             print_debug_buffer(signature, debug[d][0],
                                lambda line, d=d: (print_fn or _print_stderr)(
                                    f"[device {d}] {line}"))
-    return list(buffers)
+    return [host_arrays(signature, b) for b in buffers]
 
 
 def _launch_buffers(signature: KernelSignature, args: tuple) -> tuple[list, list]:

@@ -2,9 +2,11 @@
 
 Transforms apply in order to the logical shape and produce the physical shape, whose
 elements are stored row-major; a swizzle (last, at most one) then permutes 16-byte chunks
-of the byte addresses. Swizzle, on a byte address a within an aligned pattern (PTX ISA,
-"Shared memory matrix layout"; NOTES.md): the 16-byte chunk bits [6:4] XOR the 128-byte row
-bits [9:7], masked to the span: 128 B `a ^ (((a >> 7) & 7) << 4)`, 64 B
+of the byte addresses. Sizes, spans and boxes are measured in bytes; a 4-bit element is half
+a byte (`element_bytes` Fraction(1, 2): two per byte, the lower index in the low nibble), so a
+128-byte swizzle row holds 256 of them. Swizzle, on a byte address a within an aligned
+pattern (PTX ISA, "Shared memory matrix layout"; NOTES.md): the 16-byte chunk bits [6:4] XOR
+the 128-byte row bits [9:7], masked to the span: 128 B `a ^ (((a >> 7) & 7) << 4)`, 64 B
 `a ^ (((a >> 7) & 3) << 4)`, 32 B `a ^ (((a >> 7) & 1) << 4)`.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -22,6 +25,23 @@ SWIZZLE_SPANS = (32, 64, 128)
 TMA_MAX_BOX = 256  # elements per box dimension (cuTensorMapEncodeTiled)
 TMA_MAX_RANK = 5
 TMA_ALIGN_BYTES = 16
+
+ElementSize = int | Fraction  # bytes of one element: Fraction(1, 2) for 4-bit types
+
+
+def element_size(bits: int) -> ElementSize:
+    """Bytes one element of `bits` bits takes in memory: 4-bit ones half a byte, an i1 a
+    whole byte."""
+    return Fraction(1, 2) if bits == 4 else max(bits // 8, 1)
+
+
+def byte_count(elements: int, element_bytes: ElementSize) -> int:
+    """Whole bytes `elements` elements take (4-bit ones two per byte, rounded up)."""
+    return math.ceil(elements * element_bytes)
+
+
+def _bytes_text(size: ElementSize) -> str:
+    return f"{size}-byte" if size == int(size) else f"{int(8 * size)}-bit"
 
 
 @dataclass(frozen=True)
@@ -67,29 +87,31 @@ def swizzle_address(address: np.ndarray, swizzle_bytes: int) -> np.ndarray:
     return address ^ (((address >> 7) & mask) << 4)
 
 
-def physical_shape(transforms: Sequence[Transform], shape: Shape, element_bytes: int
+def physical_shape(transforms: Sequence[Transform], shape: Shape, element_bytes: ElementSize
                    ) -> Shape:
     """The physical shape of a `shape` array of `element_bytes` elements after transforms."""
     physical, _ = _apply(transforms, tuple(shape), element_bytes, None)
     return physical
 
 
-def physical_address(transforms: Sequence[Transform], shape: Shape, element_bytes: int
-                     ) -> np.ndarray:
-    """[*shape] -> the byte offset in SMEM of every logical element."""
+def physical_address(transforms: Sequence[Transform], shape: Shape,
+                     element_bytes: ElementSize) -> np.ndarray:
+    """[*shape] -> the byte offset in SMEM of every logical element (of a 4-bit element: the
+    byte holding it)."""
     shape = tuple(shape)
     physical, indices = _apply(transforms, shape, element_bytes, list(np.indices(shape)))
     assert indices is not None
     strides = np.array([math.prod(physical[j + 1:]) for j in range(len(physical))])
+    size = Fraction(element_bytes)
     offset = sum((i * s for i, s in zip(indices, strides, strict=True)),
-                 np.zeros(shape, dtype=np.int64)) * element_bytes
+                 np.zeros(shape, dtype=np.int64)) * size.numerator // size.denominator
     match transforms[-1] if transforms else None:
         case SwizzleTransform(swizzle_bytes=span):
             return swizzle_address(offset, span)
     return offset
 
 
-def _apply(transforms: Sequence[Transform], shape: Shape, element_bytes: int,
+def _apply(transforms: Sequence[Transform], shape: Shape, element_bytes: ElementSize,
            indices: list[np.ndarray] | None) -> tuple[Shape, list[np.ndarray] | None]:
     """Follow the transforms: the physical shape and, if given, the indices into it."""
     if element_bytes <= 0:
@@ -121,14 +143,14 @@ def _apply(transforms: Sequence[Transform], shape: Shape, element_bytes: int,
                 if inner != span:
                     raise LayoutError(
                         f"a {span}-byte swizzle needs the innermost dim to span exactly {span} "
-                        f"bytes; physical shape {list(shape)} of {element_bytes}-byte elements "
-                        f"spans {inner}")
+                        f"bytes; physical shape {list(shape)} of {_bytes_text(element_bytes)} "
+                        f"elements spans {inner}")
             case _:
                 raise TypeError(f"not an SMEM transform: {transform!r}")
     return shape, indices
 
 
-def wgmma_operand_transforms(shape: Shape, element_bytes: int, swizzle: int,
+def wgmma_operand_transforms(shape: Shape, element_bytes: ElementSize, swizzle: int,
                              transposed: bool, tile_rows: int = 8) -> tuple[Transform, ...]:
     """The canonical SMEM form of a 2-D WGMMA operand: tiles of `tile_rows` rows (8 by
     default, the core-matrix group; any multiple of 8 gives the same bytes within a tile)
@@ -140,7 +162,8 @@ def wgmma_operand_transforms(shape: Shape, element_bytes: int, swizzle: int,
     if len(shape) != 2:
         raise LayoutError(f"a WGMMA operand is 2-D, got shape {list(shape)}")
     if swizzle not in SWIZZLE_SPANS or swizzle % element_bytes:
-        raise LayoutError(f"no {swizzle}-byte swizzle for {element_bytes}-byte elements")
+        raise LayoutError(f"no {swizzle}-byte swizzle for {_bytes_text(element_bytes)} "
+                          "elements")
     if tile_rows % 8:
         raise LayoutError(f"WGMMA operand tiles have a multiple of 8 rows, not {tile_rows}")
     tile = TileTransform((tile_rows, swizzle // element_bytes))
@@ -155,19 +178,21 @@ WGMMA_M_BLOCK = 64  # rows of A one wgmma instruction reads
 WGMMA_K_BYTES = 32  # bytes of K one wgmma instruction reads
 
 
-def wgmma_stride_problem(transforms: Sequence[Transform], shape: Shape, element_bytes: int,
-                         operand: str) -> str | None:
+def wgmma_stride_problem(transforms: Sequence[Transform], shape: Shape,
+                         element_bytes: ElementSize, operand: str,
+                         a_rows: int = WGMMA_M_BLOCK) -> str | None:
     """Why one wgmma descriptor per instruction (a start address and two strides, computed
     once for the operand) cannot describe `operand` ("A": M x K, "B": K x N) stored with
-    `transforms`, or None if it can: the 8-row groups each instruction reads (64 rows of A,
-    all N of B, every K step) must lie one stride apart everywhere, as they do when the
-    tiles are 8 rows tall, or cover the instruction's rows, or K fits one swizzle span."""
+    `transforms`, or None if it can: the 8-row groups each instruction reads (`a_rows` rows
+    of A: 64 for wgmma, M for tcgen05.mma; all N of B; every K step) must lie one stride
+    apart everywhere, as they do when the tiles are 8 rows tall, or cover the instruction's
+    rows, or K fits one swizzle span."""
     linear = [t for t in transforms if not isinstance(t, SwizzleTransform)]
     offsets = physical_address(linear, tuple(shape), element_bytes)
     if operand == "B":
         offsets = offsets.T  # index as (MN, K) for both operands
     mn, k = offsets.shape
-    extent = WGMMA_M_BLOCK if operand == "A" else mn
+    extent = min(a_rows, mn) if operand == "A" else mn  # rows one instruction reads
     k_step = max(WGMMA_K_BYTES // element_bytes, 1)
     transposed = bool(transforms) and isinstance(transforms[0], TransposeTransform)
     mn_major = transposed != (operand == "B")
@@ -192,7 +217,41 @@ def wgmma_stride_problem(transforms: Sequence[Transform], shape: Shape, element_
                         return (f"wgmma's descriptor steps {name} by one stride, but this "
                                 f"{operand}'s {step}-row groups are not evenly spaced in shared "
                                 "memory: use tiles of 8 rows, or tiles covering "
-                                f"{'64 rows of A' if operand == 'A' else 'all of N'}")
+                                f"{f'{extent} rows of A' if operand == 'A' else 'all of N'}")
+    return None
+
+
+def descriptor_layout_problem(transforms: Sequence[Transform], shape: Shape,
+                              element_bytes: ElementSize, operand: str, a_rows: int = WGMMA_M_BLOCK
+                              ) -> str | None:
+    """Why a shared memory matrix descriptor (wgmma's, or tcgen05.mma's reading `a_rows`
+    rows of A per instruction) cannot describe `operand` ("A" or "B") stored with
+    `transforms`, or None if it can: 8k-row tiles one swizzle span wide, swizzled,
+    optionally after a 2-D transpose, with evenly spaced 8-row groups."""
+    body = tuple(transforms)
+    if body and isinstance(body[0], TransposeTransform) and body[0].permutation == (1, 0):
+        body = body[1:]
+    return (swizzled_tiles_problem(transforms, body, shape, element_bytes,
+                                   "the matrix descriptor")
+            or wgmma_stride_problem(transforms, shape, element_bytes, operand, a_rows))
+
+
+def swizzled_tiles_problem(transforms: Sequence[Transform], body: Sequence[Transform],
+                           shape: Shape, element_bytes: ElementSize, reader: str) -> str | None:
+    """Why `reader` cannot read `body` (`transforms` after an optional transpose) as tiles
+    of 8k rows one swizzle span wide then that swizzle, or `transforms` do not fit `shape`."""
+    match tuple(body):
+        case (TileTransform(tiling=(rows, cols)), SwizzleTransform(swizzle_bytes=span)):
+            if rows % 8 or cols * element_bytes != span:
+                return (f"{reader} reads tiles of 8k rows and one {span}-byte swizzle span, "
+                        f"not {rows}x{cols}")
+        case _:
+            return (f"{reader} reads shared memory as 2-D tiles then a swizzle, optionally "
+                    "transposed first")
+    try:
+        physical_shape(transforms, shape, element_bytes)
+    except LayoutError as error:
+        return str(error)
     return None
 
 
@@ -208,7 +267,7 @@ def tall_tile_rows(rows: int) -> int:
     return best
 
 
-def tma_incompatibility(transforms: Sequence[Transform], element_bytes: int,
+def tma_incompatibility(transforms: Sequence[Transform], element_bytes: ElementSize,
                         shape: Shape | None = None) -> str | None:
     """Why TMA cannot produce this SMEM layout in one box per tile, or None if it can.
 
@@ -235,6 +294,8 @@ def tma_incompatibility(transforms: Sequence[Transform], element_bytes: int,
     inner = box[-1] * element_bytes
     if inner % TMA_ALIGN_BYTES:
         return f"the box inner extent ({inner} bytes) must be a multiple of 16 bytes"
+    if element_bytes < 1 and box[-1] % 2:
+        return f"a box of 4-bit elements spans whole bytes, not {box[-1]} elements"
     if swizzles and inner != swizzles[-1].swizzle_bytes:
         return (f"the box inner extent ({inner} bytes) must equal the "
                 f"{swizzles[-1].swizzle_bytes}-byte swizzle span")
@@ -246,7 +307,7 @@ def tma_incompatibility(transforms: Sequence[Transform], element_bytes: int,
     return None
 
 
-def tma_compatible(transforms: Sequence[Transform], element_bytes: int,
+def tma_compatible(transforms: Sequence[Transform], element_bytes: ElementSize,
                    shape: Shape | None = None) -> bool:
     """True when TMA can write (and read) SMEM laid out by `transforms`."""
     return tma_incompatibility(transforms, element_bytes, shape) is None

@@ -209,39 +209,69 @@ class TmemAccess:
         return _layout(self.shape, self.num if self.shape == "16x32bx2" else 1,
                        self.elements_per_register, self.rows)
 
-    def instruction_registers(self, shape: Shape) -> np.ndarray:
-        """[instruction, thread, isa register, element] -> (layout register, slot) of a
-        value of `shape` in `layout`: instruction i = (column block, lane half) in
-        row-major order, isa register r the r-th register of the instruction's vector
-        (PTX ISA 9.7.16.2.3.1), element e its e-th packed element (lowest bits first).
-        LayoutError if the value is not a whole number of `tile_shape`s, or if the layout
-        misplaces a register (a thread would need an element it does not hold)."""
+    def _elements(self, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, columns) of the value's elements, each [instruction, thread, isa register,
+        element]: instruction i = (column block, lane half) in row-major order, isa register
+        r the r-th register of the instruction's vector (PTX ISA 9.7.16.2.3.1), element e
+        its e-th packed element (lowest bits first). LayoutError if the value is not a
+        whole number of `tile_shape`s."""
         rows, columns = self.tile_shape
         if len(shape) != 2 or shape[0] != rows or shape[1] % columns:
             raise LayoutError(f"a .{self.shape} access of {self.rows} rows moves values of "
                               f"{rows} x (a multiple of {columns}) elements, not {list(shape)}")
-        owners = self.layout.owners(tuple(shape))
-        halves = self.instructions_per_warp
+        halves, per_register = self.instructions_per_warp, self.elements_per_register
+        warp, lane = np.divmod(np.arange(WARPGROUP_SIZE), WARP_SIZE)
+        dp, cell = fragment(self.shape, self.num, lane[:, None],
+                            np.arange(self.registers)[None, :])  # [thread, isa register]
+        block = np.arange(shape[1] // columns)[:, None, None, None, None]
+        half = np.arange(halves)[None, :, None, None, None]
+        row = (warp[:, None] * halves * self.lanes_per_warp + dp)[None, None, :, :, None] \
+            + half * self.lanes_per_warp
+        column = block * columns + (cell * per_register)[None, None, :, :, None] \
+            + np.arange(per_register)
+        full = np.broadcast_shapes(row.shape, column.shape)
+        target = (-1, WARPGROUP_SIZE, self.registers, per_register)
+        return (np.broadcast_to(row, full).reshape(target),
+                np.broadcast_to(column, full).reshape(target))
+
+    def instruction_registers(self, shape: Shape, layout: Layout | None = None
+                              ) -> np.ndarray:
+        """[instruction, thread, isa register, element] (as `_elements`) -> (layout
+        register, slot) of a value of `shape` in `layout` (default: the access's own).
+        LayoutError if the value is not a whole number of `tile_shape`s, or if the layout
+        puts an element in another thread than the ISA does."""
+        rows, columns = self._elements(tuple(shape))
+        holders = (layout or self.layout).owners(tuple(shape))[rows, columns, 0]
+        threads = np.arange(WARPGROUP_SIZE)[None, :, None, None]
+        wrong = np.argwhere(holders[..., 0] != threads)
+        if wrong.size:
+            i, t, r, e = (int(x) for x in wrong[0])
+            raise LayoutError(f"the layout puts element ({rows[i, t, r, e]}, "
+                              f"{columns[i, t, r, e]}) in thread {holders[i, t, r, e, 0]}, but "
+                              f".{self.shape} in thread {t}")
+        return holders[..., 1:]
+
+    def realises(self, layout: Layout, shape: Shape) -> bool:
+        """True when this access moves a `shape` value in `layout` register for register:
+        every element in the thread the ISA puts it in, the threads' isa register r one
+        register (vector, packed slot) of the layout in every thread, and a .b32 register's
+        packed elements adjacent slots of one register vector. The layout may group the
+        registers into vectors differently from `self.layout` (a row per thread with 8
+        columns to a vector is realised by .32x32b, whose own layout has one)."""
+        if not isinstance(layout, TiledLayout):
+            return False
+        try:
+            table = self.instruction_registers(shape, layout)
+            vector_length = layout.distribution(tuple(shape)).vector_length
+        except LayoutError:
+            return False
         per_register = self.elements_per_register
-        blocks = shape[1] // columns
-        table = np.zeros((blocks * halves, WARPGROUP_SIZE, self.registers, per_register, 2),
-                         dtype=np.int64)
-        for block in range(blocks):
-            for half in range(halves):
-                for thread in range(WARPGROUP_SIZE):
-                    warp, lane = divmod(thread, WARP_SIZE)
-                    for r in range(self.registers):
-                        dp, cell = fragment(self.shape, self.num, lane, r)
-                        row = warp * self.lanes_per_warp * halves + half * self.lanes_per_warp + dp
-                        for e in range(per_register):
-                            col = block * columns + cell * per_register + e
-                            holder = owners[row, col, 0]
-                            if holder[0] != thread:
-                                raise LayoutError(
-                                    f"the .{self.shape} layout puts element ({row}, {col}) in "
-                                    f"thread {holder[0]}, but the ISA in thread {thread}")
-                            table[block * halves + half, thread, r, e] = holder[1:]
-        return table
+        slots = table[..., 1]
+        return bool((table == table[:, :1]).all()
+                    and (table[..., 0] == table[..., :1, 0]).all()
+                    and (slots == slots[..., :1] + np.arange(per_register)).all()
+                    and (slots[..., 0] % per_register == 0).all()
+                    and vector_length % per_register == 0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -302,13 +332,18 @@ def tmem_layout(shape: TmemShape, num: int = 1, bitwidth: int = 32, *, pack: boo
 
 def tmem_accesses(layout: Layout, shape: Shape, bitwidth: int) -> tuple[TmemAccess, ...]:
     """The TMEM accesses (the widest `.num` of each shape and row count) that read or write
-    a `shape` value of `bitwidth`-bit elements in `layout` directly: those whose layout
-    puts every element in the same thread, register and slot. Empty when the value must be
-    relaid out first (the inverse of `tmem_layout`)."""
+    a `shape` value of `bitwidth`-bit elements in `layout` directly (`TmemAccess.realises`:
+    every element in the thread, register and slot the instruction moves it through, up
+    to how the layout groups registers into vectors). Empty when the value must be relaid
+    out first (the inverse of `tmem_layout`)."""
     check_layout_fits(layout, tuple(shape))
     if len(shape) != 2 or not isinstance(layout, TiledLayout):
         return ()
-    index = layout.element_index(tuple(shape))
+    return _tmem_accesses(layout, tuple(shape), bitwidth)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tmem_accesses(layout: TiledLayout, shape: Shape, bitwidth: int) -> tuple[TmemAccess, ...]:
     found = []
     for access_shape in TMEM_SHAPES:
         for rows in (TMEM_LANES, TMEM_LANES // 2):
@@ -320,11 +355,23 @@ def tmem_accesses(layout: Layout, shape: Shape, bitwidth: int) -> tuple[TmemAcce
                     continue
                 if shape[0] != rows or shape[1] % columns:
                     continue
-                candidate = access.layout.element_index(tuple(shape))
-                if candidate.shape == index.shape and np.array_equal(candidate, index):
+                if access.realises(layout, tuple(shape)):
                     found.append(access)
                     break
     return tuple(found)
+
+
+def tmem_row_layout(vector: int, bitwidth: int = 32) -> TiledLayout:
+    """The .32x32b thread map (thread t holds row t of a 128-row value) with `vector`
+    consecutive columns to a register vector: what `.32x32b` moves register for register
+    (`TmemAccess.realises`), and what a row-major store wants (16 bytes a vector). Its own
+    layout (`tmem_layout("32x32b")`) has one 32-bit register's columns to a vector."""
+    per_register = TMEM_CELL_BITS // bitwidth
+    if vector <= 0 or vector % per_register:
+        raise LayoutError(f"a vector of {bitwidth}-bit elements loaded by .32x32b spans whole "
+                          f"registers ({per_register} columns), got {vector}")
+    return TiledLayout(Tiling(((TMEM_LANES, vector), (LANES_PER_WARP, vector))),
+                       warp_dims=(-4,), lane_dims=(-2,), vector_dim=-1)
 
 
 def is_tmem_layout(layout: Layout, shape: Shape, bitwidth: int) -> bool:

@@ -16,9 +16,14 @@ SOURCE = Path(__file__).with_name("fake_libcuda.cc")
 LOG_VARIABLE = "SMALTI_FAKE_CUDA_LOG"  # where the stand-in appends its JSON lines
 FAIL_VARIABLE = "SMALTI_FAKE_CUDA_FAIL"  # NAME[:CODE]: that entry point fails
 STAMP_VARIABLE = "SMALTI_FAKE_CUDA_STAMP"  # 1: a launch marks what each pointer points to
+# NAME:MS[,...]: a launch of kernel NAME advances its stream's fake clock by MS milliseconds
+KERNEL_MS_VARIABLE = "SMALTI_FAKE_CUDA_KERNEL_MS"
 
 CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_INVALID_CLUSTER_SIZE = 912
+CUDA_ERROR_INVALID_HANDLE = 400
+CUDA_ERROR_NOT_READY = 600
+EVENT_DISABLE_TIMING = 2  # CU_EVENT_DISABLE_TIMING
 # The stand-in's default code per failing entry point (fake_libcuda.cc, DefaultFailure), and
 # its name and text as cuGetErrorName / cuGetErrorString give them.
 DEFAULT_FAILURES = {
@@ -32,6 +37,11 @@ DEFAULT_FAILURES = {
                              "encountered)"),
     "cuLaunchKernelEx": (701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (too many resources "
                               "requested for launch)"),
+    "cuEventCreate": (2, "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"),
+    "cuEventRecord": (400, "CUDA_ERROR_INVALID_HANDLE (invalid resource handle)"),
+    "cuEventSynchronize": (700, "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was "
+                                "encountered)"),
+    "cuEventElapsedTime": (600, "CUDA_ERROR_NOT_READY (device not ready)"),
 }
 
 # H100 (compute capability 9.0) limits, from the CUDA programming guide's table of technical
@@ -69,6 +79,11 @@ def build_stand_in(source: Path, output: Path) -> Path:
     if done.returncode != 0:
         raise RuntimeError(f"compiling {source.name} failed:\n{done.stderr}")
     return output
+
+
+def kernel_milliseconds(durations: dict[str, float]) -> str:
+    """The KERNEL_MS_VARIABLE value giving each kernel its device time per launch."""
+    return ",".join(f"{name}:{ms!r}" for name, ms in durations.items())
 
 
 def read_calls(log: Path) -> list[dict]:

@@ -26,6 +26,11 @@
 //   SMALTI_FAKE_CUDA_NO_MULTICAST=D[,...]    devices D report no multicast support
 //   SMALTI_FAKE_CUDA_NO_VMM=D[,...]          devices D report no VMM support
 //   SMALTI_FAKE_CUDA_NO_PEER=D[,...]         devices D cannot access (or be accessed by) peers
+//   SMALTI_FAKE_CUDA_KERNEL_MS=NAME:MS[,...] a launch of kernel NAME takes MS milliseconds of
+//                                            device time (others 0)
+// Events (cuEventCreate/Record/Synchronize/ElapsedTime/Destroy) run on a deterministic clock:
+// each stream has one, advanced by every launch on it by the kernel's device time; a recorded
+// event captures its stream's clock and completes when it is synchronised (or its stream is).
 // The ABI types below are written from the driver API's documentation, independently of the
 // launcher's own, so a layout mistake on either side shows up as a failed check.
 
@@ -63,6 +68,7 @@ constexpr CUresult kInvalidCluster = 912;    // CUDA_ERROR_INVALID_CLUSTER_SIZE
 constexpr CUresult kOutOfMemory = 2;         // CUDA_ERROR_OUT_OF_MEMORY
 constexpr CUresult kInvalidDevice = 101;     // CUDA_ERROR_INVALID_DEVICE
 constexpr CUresult kNotSupported = 801;      // CUDA_ERROR_NOT_SUPPORTED
+constexpr CUresult kNotReady = 600;          // CUDA_ERROR_NOT_READY
 
 struct ErrorText {
   CUresult code;
@@ -81,6 +87,7 @@ constexpr ErrorText kErrors[] = {
      "no kernel image is available for execution on the device"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {600, "CUDA_ERROR_NOT_READY", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
@@ -224,6 +231,9 @@ CUresult DefaultFailure(const std::string& name) {
       {"cuMulticastCreate", kNotSupported},   {"cuMemCreate", kOutOfMemory},
       {"cuMemMap", kOutOfMemory},             {"cuMemAlloc_v2", kOutOfMemory},
       {"cuMemcpyDtoHAsync_v2", kIllegalAddress}, {"cuMulticastBindMem", kInvalidValue},
+      {"cuEventCreate", kOutOfMemory},        {"cuEventRecord", kInvalidHandle},
+      {"cuEventSynchronize", kIllegalAddress}, {"cuEventElapsedTime", kNotReady},
+      {"cuEventDestroy_v2", kInvalidHandle},
   };
   auto found = defaults.find(name);
   return found == defaults.end() ? 999 : found->second;
@@ -712,6 +722,55 @@ int CurrentDevice() { return Current() == nullptr ? -1 : Current()->device; }
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
+// Device time: a clock per stream, and events on it.
+
+constexpr unsigned int kEventBlockingSync = 0x1;   // CU_EVENT_BLOCKING_SYNC
+constexpr unsigned int kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
+constexpr unsigned int kEventInterprocess = 0x4;   // CU_EVENT_INTERPROCESS
+
+struct StreamClock {
+  double now_ms = 0;            // device time of the work enqueued so far
+  std::uint64_t recorded = 0;   // events recorded on the stream
+  std::uint64_t completed = 0;  // of which the first `completed` have completed
+};
+
+struct CUevent_st {
+  int id;
+  CUcontext context;
+  unsigned int flags;
+  bool recorded = false;
+  std::uintptr_t stream = 0;
+  std::uint64_t sequence = 0;  // its place among its stream's records
+  double time_ms = 0;          // its stream's clock when recorded
+};
+
+std::map<std::uintptr_t, StreamClock> clocks;  // guarded by state_mutex
+std::set<CUevent_st*> events;                  // guarded by state_mutex
+
+// The device time of one launch of `kernel` ($SMALTI_FAKE_CUDA_KERNEL_MS; 0 when unnamed).
+double KernelMilliseconds(const std::string& kernel) {
+  const char* spec = std::getenv("SMALTI_FAKE_CUDA_KERNEL_MS");
+  if (spec == nullptr) return 0;
+  std::string entries = spec;
+  std::size_t start = 0;
+  while (start < entries.size()) {
+    std::size_t end = entries.find(',', start);
+    if (end == std::string::npos) end = entries.size();
+    std::string entry = entries.substr(start, end - start);
+    std::size_t colon = entry.find(':');
+    if (colon != std::string::npos && entry.substr(0, colon) == kernel) {
+      return std::atof(entry.c_str() + colon + 1);
+    }
+    start = end + 1;
+  }
+  return 0;
+}
+
+bool EventComplete(const CUevent_st* event) {
+  return event->sequence <= clocks[event->stream].completed;
+}
+
+// ---------------------------------------------------------------------------------------
 // The entry points.
 
 extern "C" {
@@ -1072,6 +1131,14 @@ __attribute__((visibility("default"))) CUresult cuLaunchKernelEx(const CUlaunchC
       if (target != nullptr) *target = static_cast<std::uint8_t>(p.ordinal + 1);
     }
   }
+  const double device_ms = KernelMilliseconds(function->name);
+  {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    StreamClock& clock = clocks[reinterpret_cast<std::uintptr_t>(config->hStream)];
+    clock.now_ms += device_ms;
+    record.Raw("device_ms", std::to_string(device_ms)).Raw("clock_ms",
+                                                           std::to_string(clock.now_ms));
+  }
   return record.Finish(kSuccess);
 }
 
@@ -1132,6 +1199,9 @@ __attribute__((visibility("default"))) CUresult cuStreamSynchronize(CUstream str
   Record record("cuStreamSynchronize");
   record.Uint("stream", reinterpret_cast<std::uintptr_t>(stream));
   FAKE_INJECT(record, "cuStreamSynchronize");
+  std::lock_guard<std::mutex> lock(state_mutex);
+  StreamClock& clock = clocks[reinterpret_cast<std::uintptr_t>(stream)];
+  clock.completed = clock.recorded;
   return record.Finish(kSuccess);
 }
 
@@ -1550,6 +1620,101 @@ __attribute__((visibility("default"))) CUresult cuMulticastBindMem(
   }
   if (m.bound.count(device)) return record.Finish(kInvalidValue, "the device is already bound");
   m.bound[device] = {multicast_offset, size};
+  return record.Finish(kSuccess);
+}
+
+// ---------------------------------------------------------------------------------------
+// Events.
+
+__attribute__((visibility("default"))) CUresult cuEventCreate(CUevent_st** event,
+                                                              unsigned int flags) {
+  Record record("cuEventCreate");
+  record.Uint("flags", flags).Int("device", CurrentDevice());
+  FAKE_INJECT(record, "cuEventCreate");
+  if (event == nullptr) return record.Finish(kInvalidValue, "phEvent is null");
+  if (Current() == nullptr) return record.Finish(kInvalidContext, "no current context");
+  if (flags & ~(kEventBlockingSync | kEventDisableTiming | kEventInterprocess)) {
+    return record.Finish(kInvalidValue, "unknown flags");
+  }
+  if ((flags & kEventInterprocess) && !(flags & kEventDisableTiming)) {
+    return record.Finish(kInvalidValue, "CU_EVENT_INTERPROCESS needs CU_EVENT_DISABLE_TIMING");
+  }
+  std::lock_guard<std::mutex> lock(state_mutex);
+  *event = new CUevent_st{next_id++, Current(), flags};
+  events.insert(*event);
+  record.Int("event", (*event)->id);
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuEventRecord(CUevent_st* event,
+                                                              CUstream stream) {
+  Record record("cuEventRecord");
+  const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+  record.Uint("stream", handle);
+  FAKE_INJECT(record, "cuEventRecord");
+  std::lock_guard<std::mutex> lock(state_mutex);
+  if (!events.count(event)) return record.Finish(kInvalidHandle, "not an event");
+  record.Int("event", event->id);
+  const std::uintptr_t device = handle >> 4 & 0xf;
+  if (device >= kDevices) return record.Finish(kInvalidHandle, "a stream of no device");
+  if (&contexts[device] != event->context) {
+    return record.Finish(kInvalidHandle, "the event and the stream are of different contexts");
+  }
+  StreamClock& clock = clocks[handle];
+  event->recorded = true;
+  event->stream = handle;
+  event->sequence = ++clock.recorded;
+  event->time_ms = clock.now_ms;
+  record.Raw("clock_ms", std::to_string(clock.now_ms));
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuEventSynchronize(CUevent_st* event) {
+  Record record("cuEventSynchronize");
+  FAKE_INJECT(record, "cuEventSynchronize");
+  std::lock_guard<std::mutex> lock(state_mutex);
+  if (!events.count(event)) return record.Finish(kInvalidHandle, "not an event");
+  record.Int("event", event->id);
+  if (event->recorded) {  // an event never recorded captures no work: nothing to wait for
+    StreamClock& clock = clocks[event->stream];
+    clock.completed = std::max(clock.completed, event->sequence);
+  }
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuEventElapsedTime(float* milliseconds,
+                                                                   CUevent_st* start,
+                                                                   CUevent_st* end) {
+  Record record("cuEventElapsedTime");
+  FAKE_INJECT(record, "cuEventElapsedTime");
+  if (milliseconds == nullptr) return record.Finish(kInvalidValue, "pMilliseconds is null");
+  std::lock_guard<std::mutex> lock(state_mutex);
+  if (!events.count(start) || !events.count(end)) {
+    return record.Finish(kInvalidHandle, "not an event");
+  }
+  record.Int("start", start->id).Int("end", end->id);
+  if (!start->recorded || !end->recorded) {
+    return record.Finish(kInvalidHandle, "an event was never recorded");
+  }
+  if ((start->flags | end->flags) & kEventDisableTiming) {
+    return record.Finish(kInvalidHandle, "an event was created with CU_EVENT_DISABLE_TIMING");
+  }
+  if (!EventComplete(start) || !EventComplete(end)) {
+    return record.Finish(kNotReady, "an event has not completed");
+  }
+  *milliseconds = static_cast<float>(end->time_ms - start->time_ms);
+  record.Raw("milliseconds", std::to_string(*milliseconds));
+  return record.Finish(kSuccess);
+}
+
+__attribute__((visibility("default"))) CUresult cuEventDestroy_v2(CUevent_st* event) {
+  Record record("cuEventDestroy_v2");
+  FAKE_INJECT(record, "cuEventDestroy_v2");
+  std::lock_guard<std::mutex> lock(state_mutex);
+  if (!events.count(event)) return record.Finish(kInvalidHandle, "not an event");
+  record.Int("event", event->id);
+  events.erase(event);
+  delete event;
   return record.Finish(kSuccess);
 }
 

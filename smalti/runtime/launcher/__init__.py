@@ -7,12 +7,14 @@ every driver call of a launch, and `launcher.cc` is the XLA FFI handler that fee
 collective kernels, `group.cc` makes the per-device calls of a group meet and
 `symmetric_heap.cc` makes the group's symmetric heap, peer tables and multicast object; across
 processes, `nvshmem.cc` takes the heap from NVSHMEM once `nvshmem_initialize` has run
-(smalti.runtime.distributed bootstraps it). `launch_core` drives the core directly through
+(smalti.runtime.distributed bootstraps it). `timing.cc` brackets the launches of a kernel
+being timed with CUDA events (`kernel_timer`). `launch_core` drives the core directly through
 ctypes, as tests do against a stand-in driver.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -20,7 +22,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,7 @@ NVSHMEM_UNIQUE_ID_BYTES = 128  # sizeof(nvshmemx_uniqueid_t)
 STATUS_OK, STATUS_INVALID_ARGUMENT, STATUS_DRIVER_ERROR, STATUS_NO_DRIVER = 0, 1, 2, 3
 STATUS_TIMEOUT = 4  # a collective launch's group did not all arrive
 _TEXT_CAPACITY = 4096
+TIMED_LAUNCHES = 1024  # launches a timed kernel keeps unread (timing.h: kTimedLaunches)
 
 
 class LauncherBuildError(RuntimeError):
@@ -147,6 +150,15 @@ def load(directory: Path) -> ctypes.CDLL:
     library.smalti_nvshmem_active.argtypes = []
     library.smalti_nvshmem_finalize.restype = None
     library.smalti_nvshmem_finalize.argtypes = []
+    library.smalti_timing_start.restype = ctypes.c_int
+    library.smalti_timing_start.argtypes = [
+        ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    library.smalti_timing_stop.restype = ctypes.c_int
+    library.smalti_timing_stop.argtypes = [
+        ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,  # cubin, kernel
+        ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t,  # cuda error, call
+        ctypes.c_char_p, ctypes.c_size_t]  # message
     return library
 
 
@@ -188,6 +200,55 @@ def launch_core(library: ctypes.CDLL, attributes: Mapping[str, object], buffers:
     if status != STATUS_OK:
         raise LaunchError(message.value.decode(errors="replace"), status=status,
                           call=call.value.decode(), cuda_error=cuda_error.value)
+
+
+# ---------------------------------------------------------------------------------------
+# Device time of launches (timing.h): a kernel is named by its entry name and cubin, as the
+# launcher's function cache knows it, so kernels timed at once never mix.
+
+
+def start_timing(library: ctypes.CDLL, kernel: str, cubin: bytes) -> None:
+    """Bracket each later launch of `kernel` (of `cubin`) with CUDA events on its stream;
+    LaunchError when it is already being timed."""
+    message = ctypes.create_string_buffer(_TEXT_CAPACITY)
+    status = library.smalti_timing_start(cubin, len(cubin), kernel.encode(), message,
+                                         _TEXT_CAPACITY)
+    if status != STATUS_OK:
+        raise LaunchError(message.value.decode(errors="replace"), status=status, call="",
+                          cuda_error=0)
+
+
+def stop_timing(library: ctypes.CDLL, kernel: str, cubin: bytes) -> list[float]:
+    """Stop timing `kernel`: the device time of each launch since `start_timing` (the last
+    TIMED_LAUNCHES), in milliseconds, in launch order, each read with cuEventSynchronize
+    and cuEventElapsedTime; LaunchError names the failing call."""
+    times = (ctypes.c_float * TIMED_LAUNCHES)()
+    count = ctypes.c_size_t(0)
+    cuda_error = ctypes.c_int(0)
+    call = ctypes.create_string_buffer(_TEXT_CAPACITY)
+    message = ctypes.create_string_buffer(_TEXT_CAPACITY)
+    status = library.smalti_timing_stop(
+        cubin, len(cubin), kernel.encode(), times, TIMED_LAUNCHES, ctypes.byref(count),
+        ctypes.byref(cuda_error), call, _TEXT_CAPACITY, message, _TEXT_CAPACITY)
+    if status != STATUS_OK:
+        raise LaunchError(message.value.decode(errors="replace"), status=status,
+                          call=call.value.decode(), cuda_error=cuda_error.value)
+    return list(times[:count.value])
+
+
+@contextlib.contextmanager
+def kernel_timer(library: ctypes.CDLL, kernel: str, cubin: bytes) -> Iterator[list[float]]:
+    """Time `kernel`'s launches inside the block: the list it yields holds their device
+    times (ms) once the block has ended (and the launches have finished)."""
+    start_timing(library, kernel, cubin)
+    times: list[float] = []
+    try:
+        yield times
+    except BaseException:
+        with contextlib.suppress(LaunchError):
+            stop_timing(library, kernel, cubin)
+        raise
+    times.extend(stop_timing(library, kernel, cubin))
 
 
 def reset(library: ctypes.CDLL) -> None:

@@ -5,6 +5,7 @@
 #include "group.h"
 #include "nvshmem.h"
 #include "symmetric_heap.h"
+#include "timing.h"
 
 #include <algorithm>
 #include <climits>
@@ -99,14 +100,8 @@ LaunchResult CheckRequest(const LaunchRequest& request) {
   return {};
 }
 
-// FNV-1a over the cubin: modules are cached by content (and context), so a new executable
+// Modules are cached by content (the cubin's fingerprint) and context, so a new executable
 // whose attribute storage reuses an old address never gets a stale module.
-std::uint64_t Fingerprint(const std::uint8_t* bytes, std::size_t size) {
-  std::uint64_t hash = 1469598103934665603ull;
-  for (std::size_t i = 0; i < size; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
-  return hash;
-}
-
 using FunctionKey = std::tuple<CUcontext, std::uint64_t, std::size_t, std::string>;
 
 struct CachedFunction {
@@ -341,6 +336,13 @@ LaunchResult LaunchWith(const std::shared_ptr<const Driver>& shared,
                                "-byte debug buffer of " + kernel);
     }
   }
+  LaunchTimer timer;  // events around the launch while its kernel is being timed
+  if (AnyTimed()) {
+    LaunchResult begun = timer.Begin(
+        shared, context, request.stream,
+        IdentityOf(request.cubin, request.cubin_bytes, request.kernel));
+    if (!begun.ok()) return begun;
+  }
   result = driver.launch_kernel_ex(&config, function, params.data(), nullptr);
   if (result != kCudaSuccess) {
     return DriverFailure(driver, result, "cuLaunchKernelEx",
@@ -348,14 +350,7 @@ LaunchResult LaunchWith(const std::shared_ptr<const Driver>& shared,
                              Shape(launch + 3, 3) + ", cluster " + Shape(launch + 6, 3) + ", " +
                              std::to_string(launch[9]) + " bytes of dynamic shared memory)");
   }
-  return {};
-}
-
-void CopyOut(const std::string& text, char* out, std::size_t capacity) {
-  if (out == nullptr || capacity == 0) return;
-  std::size_t size = std::min(text.size(), capacity - 1);
-  std::memcpy(out, text.data(), size);
-  out[size] = '\0';
+  return timer.End();
 }
 
 }  // namespace
@@ -375,6 +370,7 @@ void ResetLauncher() {
     std::lock_guard<std::mutex> lock(cache_mutex);
     cache.clear();
   }
+  ResetTiming();
   ReleaseSymmetricHeaps();
   FinalizeNvshmem();  // collective when NVSHMEM is active: every process resets together
   ForgetDriver();

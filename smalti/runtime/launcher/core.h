@@ -7,7 +7,7 @@
 // cubin, with MAX_DYNAMIC_SHARED_SIZE_BYTES raised when the launch needs more than 48 KiB);
 // one cuTensorMapEncodeTiled per tensor-map record; the debug buffer zeroed with
 // cuMemsetD8Async; cuLaunchKernelEx with the cluster attribute when a cluster has more than
-// one CTA. Kernel parameters: one pointer per buffer (inputs, then outputs), then the tensor
+// one CTA, between two cuEventRecord while the kernel is being timed (timing.h). Kernel parameters: one pointer per buffer (inputs, then outputs), then the tensor
 // maps, then the debug buffer's pointer when the kernel has one.
 //
 // A collective kernel (collective.devices > 0) launches once per device of its group: after

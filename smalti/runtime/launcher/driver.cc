@@ -56,7 +56,12 @@ std::shared_ptr<const Driver> Open(std::string* error) {
       Resolve(d, "cuFuncSetAttribute", &d.func_set_attribute, error) &&
       Resolve(d, "cuLaunchKernelEx", &d.launch_kernel_ex, error) &&
       Resolve(d, "cuMemsetD8Async", &d.memset_d8_async, error) &&
-      Resolve(d, "cuTensorMapEncodeTiled", &d.tensor_map_encode_tiled, error);
+      Resolve(d, "cuTensorMapEncodeTiled", &d.tensor_map_encode_tiled, error) &&
+      Resolve(d, "cuEventCreate", &d.event_create, error) &&
+      Resolve(d, "cuEventRecord", &d.event_record, error) &&
+      Resolve(d, "cuEventSynchronize", &d.event_synchronize, error) &&
+      Resolve(d, "cuEventElapsedTime", &d.event_elapsed_time, error) &&
+      Resolve(d, "cuEventDestroy_v2", &d.event_destroy, error);
   if (!resolved) return nullptr;
   std::string& missing = d.missing;
   Optional(d, "cuCtxGetDevice", &d.ctx_get_device, &missing);

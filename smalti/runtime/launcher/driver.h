@@ -23,16 +23,19 @@ struct CUctx_st;
 struct CUmod_st;
 struct CUfunc_st;
 struct CUstream_st;
+struct CUevent_st;
 using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
 using CUstream = CUstream_st*;
+using CUevent = CUevent_st*;
 
 constexpr CUresult kCudaSuccess = 0;
 constexpr int kFuncAttributeMaxDynamicSharedSizeBytes = 8;  // CU_FUNC_ATTRIBUTE_...
 constexpr int kLaunchAttributeClusterDimension = 4;         // CU_LAUNCH_ATTRIBUTE_...
 constexpr int kTensorMapInterleaveNone = 0;                 // CU_TENSOR_MAP_INTERLEAVE_NONE
 constexpr int kTensorMapL2Promotion128B = 2;                // CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+constexpr unsigned int kEventDefault = 0;                    // CU_EVENT_DEFAULT (timing on)
 constexpr CUresult kCudaErrorNotSupported = 801;            // CUDA_ERROR_NOT_SUPPORTED
 constexpr CUresult kCudaErrorPeerAccessUnsupported = 217;   // CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
 constexpr int kDeviceAttributeVirtualMemoryManagement = 102;  // CU_DEVICE_ATTRIBUTE_...
@@ -134,6 +137,12 @@ using TensorMapEncodeTiledFn = CUresult (*)(TensorMap*, int, std::uint32_t, void
                                             const std::uint64_t*, const std::uint64_t*,
                                             const std::uint32_t*, const std::uint32_t*, int,
                                             int, int, int);
+// Event management, for timing launches (timing.h).
+using EventCreateFn = CUresult (*)(CUevent*, unsigned int);
+using EventRecordFn = CUresult (*)(CUevent, CUstream);
+using EventSynchronizeFn = CUresult (*)(CUevent);
+using EventElapsedTimeFn = CUresult (*)(float*, CUevent, CUevent);
+using EventDestroyFn = CUresult (*)(CUevent);
 
 // What collective launches add (driver API "Virtual Memory Management" and "Multicast Object
 // Management"; plain memory calls for the peer tables and the rank read-back).
@@ -186,6 +195,11 @@ struct Driver {
   LaunchKernelExFn launch_kernel_ex = nullptr;
   MemsetD8AsyncFn memset_d8_async = nullptr;
   TensorMapEncodeTiledFn tensor_map_encode_tiled = nullptr;
+  EventCreateFn event_create = nullptr;
+  EventRecordFn event_record = nullptr;
+  EventSynchronizeFn event_synchronize = nullptr;
+  EventElapsedTimeFn event_elapsed_time = nullptr;
+  EventDestroyFn event_destroy = nullptr;
 
   // Entry points of collective launches only: resolved when present (multicast needs a
   // CUDA 12.1+ driver), so an older driver still launches other kernels. `missing` names

@@ -278,13 +278,6 @@ LaunchResult MakeView(Allocation& allocation, const GroupMember& me, std::size_t
   return {};
 }
 
-void CopyOut(const std::string& text, char* out, std::size_t capacity) {
-  if (out == nullptr || capacity == 0) return;
-  const std::size_t size = std::min(text.size(), capacity - 1);
-  std::memcpy(out, text.data(), size);
-  out[size] = '\0';
-}
-
 std::string PathOf(const char* library) { return library == nullptr ? "" : library; }
 
 }  // namespace

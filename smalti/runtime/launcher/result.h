@@ -4,6 +4,8 @@
 #ifndef SMALTI_RUNTIME_LAUNCHER_RESULT_H_
 #define SMALTI_RUNTIME_LAUNCHER_RESULT_H_
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "driver.h"
@@ -36,6 +38,14 @@ inline LaunchResult DriverFailure(const Driver& driver, CUresult result, const s
                                   const std::string& doing) {
   return {LaunchStatus::kDriverError, call, result,
           "smalti launcher: " + call + " failed: " + DescribeError(driver, result) + " " + doing};
+}
+
+// Writes `text` NUL-terminated into `out` (truncated to `capacity`), for C callers.
+inline void CopyOut(const std::string& text, char* out, std::size_t capacity) {
+  if (out == nullptr || capacity == 0) return;
+  std::size_t size = std::min(text.size(), capacity - 1);
+  std::memcpy(out, text.data(), size);
+  out[size] = '\0';
 }
 
 // Makes a context current for the calls in its scope.
