@@ -180,7 +180,7 @@ def test_every_constant_has_a_source():
     assert names == set(CONSTANT_SOURCES)
     for _, _, source in H100_SXM.constants():
         assert source.split(":")[0] in {"datasheet", "hopper-blog", "datasheet/hopper-blog",
-                                        "estimate"}
+                                        "cuda-guide", "estimate"}
 
 
 def test_explain_names_the_choice_the_bottleneck_the_runners_up_and_the_constants():

@@ -7,6 +7,8 @@
 """
 
 from smalti.dsl.array import Array
+from smalti.dsl.autotune import Autotuned, autotune
+from smalti.dsl.autotune_report import AutotuneError, AutotuneReport, Config
 from smalti.dsl.cluster import (
     block_id_in_cluster,
     cluster_barrier,
@@ -30,7 +32,9 @@ from smalti.dsl.collective import (
 )
 from smalti.dsl.control import fori, when
 from smalti.dsl.index import Index, Predicate
+from smalti.dsl.inline import inline_ptx
 from smalti.dsl.kernel import Kernel, Traced, kernel
+from smalti.dsl.launch_control import persistent_tiles, role_tiles
 from smalti.dsl.mma import wgmma
 from smalti.dsl.ops import (
     abs,
@@ -53,24 +57,42 @@ from smalti.dsl.ops import (
     where,
     zeros,
 )
+from smalti.dsl.pipeline import Pipeline, emit_pipeline
+from smalti.dsl.pipeline_ws import emit_pipeline_warp_specialized
 from smalti.dsl.refs import Ref, RefView
 from smalti.dsl.regions import warpgroup_region
 from smalti.dsl.schedule import record_schedule
 from smalti.dsl.smem import SMEM, Barriers, Union
-from smalti.dsl.smem_refs import Barrier, BarrierArray, SharedRef, StagedRef, warpgroup_barrier
-from smalti.dsl.specs import ArraySpec
+from smalti.dsl.smem_refs import (
+    Barrier,
+    BarrierArray,
+    SharedRef,
+    StagedRef,
+    scoped_smem,
+    warpgroup_barrier,
+)
+from smalti.dsl.specs import ArraySpec, BlockSpec
+from smalti.dsl.tcgen05 import tcgen05_commit, tcgen05_copy, tcgen05_mma
 from smalti.dsl.tma import async_copy, async_store, async_store_wait
+from smalti.dsl.tmem import TMEM, TmemRef, TmemWindow
 from smalti.runtime.exports import deserialize, export
 
 __all__ = [
     "SMEM",
+    "TMEM",
     "Array",
     "ArraySpec",
+    "AutotuneError",
+    "AutotuneReport",
+    "Autotuned",
     "Barrier",
     "BarrierArray",
     "Barriers",
+    "BlockSpec",
+    "Config",
     "Index",
     "Kernel",
+    "Pipeline",
     "Predicate",
     "Ref",
     "RefView",
@@ -81,6 +103,8 @@ __all__ = [
     "StagedRef",
     "Symmetric",
     "SymmetricRef",
+    "TmemRef",
+    "TmemWindow",
     "Traced",
     "Union",
     "abs",
@@ -88,6 +112,7 @@ __all__ = [
     "async_copy",
     "async_store",
     "async_store_wait",
+    "autotune",
     "block_id_in_cluster",
     "broadcast_to",
     "cluster_barrier",
@@ -98,11 +123,14 @@ __all__ = [
     "deserialize",
     "device_count",
     "device_index",
+    "emit_pipeline",
+    "emit_pipeline_warp_specialized",
     "exp",
     "exp2",
     "export",
     "fori",
     "full",
+    "inline_ptx",
     "iota",
     "kernel",
     "layout_cast",
@@ -114,12 +142,18 @@ __all__ = [
     "multimem_store",
     "num_clusters",
     "num_programs",
+    "persistent_tiles",
     "program_id",
     "record_schedule",
     "remote_ref",
+    "role_tiles",
     "rsqrt",
+    "scoped_smem",
     "sqrt",
     "tanh",
+    "tcgen05_commit",
+    "tcgen05_copy",
+    "tcgen05_mma",
     "warpgroup_barrier",
     "warpgroup_region",
     "wgmma",

@@ -8,6 +8,7 @@ from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import scalar_type, type_name
 from smalti.runtime.dtypes import ELEMENT_BITS, NUMPY_DTYPES, SCALE_TYPES
+from smalti.tiling.smem import ElementSize, element_size
 
 MLIR_NAMES: dict[np.dtype, str] = {dtype: name for name, dtype in NUMPY_DTYPES.items()}
 
@@ -55,3 +56,9 @@ def is_float(dtype: np.dtype) -> bool:
 def bit_width(dtype: np.dtype) -> int:
     """Bits of one element (4 for FP4, 6 for FP6, 1 for bool, else the item size)."""
     return ELEMENT_BITS.get(mlir_name(dtype) or "", np.dtype(dtype).itemsize * 8)
+
+
+def memory_bytes(dtype: np.dtype) -> ElementSize:
+    """Bytes one element takes in memory: FP4 and int4 pack two per byte (Fraction(1, 2)),
+    as buffers and shared memory hold them."""
+    return element_size(bit_width(dtype))

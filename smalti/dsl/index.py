@@ -246,6 +246,19 @@ def as_index(value: object, what: str) -> Index:
     return Index((), int(value.__index__()))
 
 
+def check_stage_index(stage: Index, stages: int, name: str, counter: str) -> None:
+    """A located IndexError unless the traced `stage` stays in [0, stages) (the stages of
+    ref `name`; `counter` names a loop counter in the modulo the message suggests)."""
+    bounds = stage.bounds()
+    if bounds is None or bounds[0] < 0 or bounds[1] >= stages:
+        reach = ("takes values not known while tracing" if bounds is None else
+                 f"ranges over [{bounds[0]}, {bounds[1]}] "
+                 f"(at {stage.extreme(bounds[1] >= stages)})")
+        raise user_error(IndexError, f"the stage index of {name} {reach}; it must stay in "
+                                     f"[0, {stages}): take it modulo the stages "
+                                     f"({counter} % {stages})")
+
+
 def constant_index(value: int) -> ir.Value:
     index = ir.IndexType.get()
     return emit_value(arith.ConstantOp, [], index, {"value": ir.IntegerAttr.get(index, value)})

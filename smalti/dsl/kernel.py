@@ -27,7 +27,7 @@ from smalti.dialect.ops_sync import ClusterBarrierOp, InitializeBarrierOp
 from smalti.dsl.collective import allocate_symmetric, plan_symmetric
 from smalti.dsl.dtypes import mlir_type
 from smalti.dsl.refs import Ref
-from smalti.dsl.smem import Placement, plan_smem
+from smalti.dsl.smem import Placement, SmemStack, plan_smem
 from smalti.dsl.smem_refs import allocate
 from smalti.dsl.specs import (
     ArraySpec,
@@ -37,6 +37,7 @@ from smalti.dsl.specs import (
     resolve,
     spec_of,
 )
+from smalti.dsl.tmem import NO_TMEM, TmemPlan, allocate_tmem, free_tmem, plan_tmem
 from smalti.dsl.trace import TraceInfo, tracing
 from smalti.runtime.cache import CompiledKernel, compile_kernel
 from smalti.runtime.compiler import DEFAULT_ARCH
@@ -132,24 +133,30 @@ class Kernel:
         devices = self.devices() if devices is None else devices
         outputs, single = out_specs(resolve(self.options.out_shape, inputs, devices),
                                     self.name)
-        placements, smem_bytes = plan_smem(resolve(self.options.smem, inputs, devices),
-                                           self.name)
+        shared, tmem = plan_tmem(resolve(self.options.smem, inputs, devices), self.name,
+                                 self.options.warpgroups)
+        placements, smem_bytes = plan_smem(shared, self.name)
         symmetric = plan_symmetric(resolve(self.options.symmetric, inputs, devices), self.name)
-        if len(self.params) != len(inputs) + len(outputs) + len(placements) + len(symmetric):
+        scratch = len(placements) + len(tmem.decls)
+        if len(self.params) != len(inputs) + len(outputs) + scratch + len(symmetric):
             smem = f", {len(placements)} shared-memory refs" if placements else ""
+            smem += f", {len(tmem.decls)} tensor-memory refs" if tmem.decls else ""
             heap = f", {len(symmetric)} symmetric refs" if symmetric else ""
             raise TypeError(f"kernel {self.name} takes {len(self.params)} refs "
                             f"({', '.join(self.params)}) but is called with {len(inputs)} "
                             f"inputs and declares {len(outputs)} outputs{smem}{heap}")
         grid = normalize_grid(resolve(self.options.grid, inputs, devices), self.name)
         check_cluster(grid, self.options.cluster, self.name)
-        module = self._build(inputs + outputs, grid, placements, symmetric, devices)
-        return Traced(module, inputs, outputs, single, grid, smem_bytes, self.options.cluster,
+        smem = SmemStack(smem_bytes)
+        module = self._build(inputs + outputs, grid, placements, symmetric, devices, smem,
+                             tmem)
+        return Traced(module, inputs, outputs, single, grid, smem.peak, self.options.cluster,
                       devices)
 
     def _build(self, refs: tuple[ArraySpec, ...], grid: tuple[int, ...],
                placements: tuple[Placement, ...], symmetric: tuple = (),
-               devices: int | None = None) -> ir.Operation:
+               devices: int | None = None, smem: SmemStack | None = None,
+               tmem: TmemPlan = NO_TMEM) -> ir.Operation:
         code = self.fn.__code__
         context = make_context()
         with context, ir.Location.file(code.co_filename, code.co_firstlineno, 1) as location:
@@ -174,19 +181,26 @@ class Kernel:
                                            loc=location)
             block = func.regions[0].blocks.append(*types)
             info = TraceInfo(self.name, (*grid, 1, 1)[:3], self.options.warpgroups,
-                             self.options.cluster, devices)
+                             self.options.cluster, devices, smem=smem)
             with ir.InsertionPoint(block), tracing(info):
                 arguments = [Ref(arg, param) for arg, param in
                              zip(block.arguments, self.params, strict=False)]
                 first = len(arguments)
-                scratch = allocate(placements, self.params[first:first + len(placements)])
+                names = self.params[first:first + len(placements) + len(tmem.decls)]
+                shared_names, tmem_names = tmem.split(names)
+                shared = allocate(placements, shared_names)
+                tensor = allocate_tmem(tmem, tmem_names, self.options.warpgroups)
+                scratch = tmem.merge(shared, tensor)
                 heap = allocate_symmetric(
                     symmetric, self.params[len(arguments) + len(scratch):])
                 result = self.fn(*arguments, *scratch, *heap)
+                if smem is not None:
+                    smem.finish()
                 if result is not None:
                     raise TypeError(f"kernel {self.name} ({code.co_filename}:"
                                     f"{code.co_firstlineno}) must return None: outputs are "
                                     "written through their refs")
+                free_tmem(tensor, tmem)
                 ir.Operation.create("func.return", loc=location)
             if info.collective_copies:
                 publish_barrier_inits(block)
@@ -245,8 +259,10 @@ def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
     given, declares each input's shape and dtype (checked at the call). `smem` lists the
     kernel's shared memory (sd.SMEM, sd.Barriers, sd.Union; or a callable of the inputs'
     specs giving that list): one more body parameter per array or barrier array.
-    `warpgroups` is the number of 128-thread warpgroups per block; with more than one,
-    `sd.warpgroup_region` gives some of them code (and register budgets) of their own.
+    `smem` may also hold tensor-memory arrays (sd.TMEM, sm_100a), allocated at kernel start
+    and freed at its end. `warpgroups` is the number of 128-thread warpgroups per block;
+    with more than one, `sd.warpgroup_region` gives some of them code (and register
+    budgets) of their own.
     `cluster` (1 to 3 ints, at most 8 blocks) groups the grid's blocks into clusters that run
     together: `sd.cluster_id`, `sd.block_id_in_cluster` and `sd.cluster_rank` say where a
     block is, and `sd.async_copy(..., collective=axis)` shares one TMA load among the
@@ -277,7 +293,7 @@ def kernel(*, grid: object = (1,), out_shape: object, warpgroups: int = 1,
 
     def decorate(fn: Callable[..., None]) -> Kernel:
         if not callable(smem):  # a static declaration is checked (e.g. its size) right away
-            plan_smem(smem, name or fn.__name__)
+            plan_smem(plan_tmem(smem, name or fn.__name__, warpgroups)[0], name or fn.__name__)
         return Kernel(fn, options, name, arch)
 
     return decorate

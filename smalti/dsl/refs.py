@@ -13,7 +13,7 @@ from jaxlib.mlir.dialects import vector
 from smalti.dialect.checks import is_smem_type
 from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
 from smalti.dsl.array import Array, Shape, scalar_array, vector_type
-from smalti.dsl.dtypes import numpy_dtype
+from smalti.dsl.dtypes import memory_bytes, numpy_dtype
 from smalti.dsl.index import Index, as_index
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import create, dsl_entry, emit_value
@@ -47,7 +47,10 @@ class _At:
         self._ref = ref
 
     def __getitem__(self, key: object) -> RefView:
-        return RefView(self._ref, self._ref.window(key))
+        # A global array's TMA window may hang over its end (loads zero-fill, stores clip);
+        # subclasses (symmetric refs, for multimem) are not TMA windows.
+        return RefView(self._ref, self._ref.window(
+            key, hanging=type(self._ref) is Ref and not self._ref.is_smem))
 
 
 class Ref:
@@ -74,7 +77,7 @@ class Ref:
     @property
     def nbytes(self) -> int:
         """Bytes of the whole ref (e.g. the transaction count of a TMA copy into it)."""
-        return math.prod(self.shape) * self.dtype.itemsize
+        return math.ceil(math.prod(self.shape) * memory_bytes(self.dtype))
 
     @property
     def at(self) -> _At:
@@ -94,10 +97,11 @@ class Ref:
         space = ", smem" if self.is_smem else ""
         return f"Ref({self.name}: {self.dtype.name}{list(self.shape)}{space})"
 
-    def window(self, key: object, accessed: bool = False) -> Window:
+    def window(self, key: object, accessed: bool = False, hanging: bool = False) -> Window:
         """Resolve an index expression into a window; located IndexError/TypeError if bad.
         `accessed`: the window is loaded or stored, so it must lie inside the ref wherever
-        its traced start can be (a TMA copy's window may hang over: TMA clips it)."""
+        its traced start can be (a TMA copy's window may hang over: TMA clips it).
+        `hanging`: a static window may also run past the end of a dim it starts inside."""
         key = key if isinstance(key, tuple) else (key,)
         if sum(k is Ellipsis for k in key) > 1:
             raise user_error(IndexError, "an index can only have a single ellipsis ('...')")
@@ -110,13 +114,14 @@ class Ref:
         starts, sizes, kept = [], [], []
         for dim, (k, size) in enumerate(zip(key, self.shape, strict=True)):
             if isinstance(k, slice):
-                start, length = self._slice(dim, k, size)
+                start, length = self._slice(dim, k, size, hanging)
                 keep = True
             else:
                 start, length, keep = as_index(k, f"an index of {self.name}"), 1, False
                 if start.static is not None and start.static < 0:
                     start = Index((), start.static + size)
-            if start.static is not None and not 0 <= start.static <= size - length:
+            end = size - 1 if hanging else size - length  # the last start allowed
+            if start.static is not None and not 0 <= start.static <= end:
                 raise user_error(IndexError, f"window [{start.static}, {start.static + length}) "
                                              f"of dim {dim} is out of bounds for {self.name} of "
                                              f"shape {self.shape}")
@@ -152,7 +157,8 @@ class Ref:
                                          f"{least} when {start.extreme(largest=False)}, "
                                          "before the dim's start")
 
-    def _slice(self, dim: int, k: slice, size: int) -> tuple[Index, int]:
+    def _slice(self, dim: int, k: slice, size: int, hanging: bool = False
+               ) -> tuple[Index, int]:
         if k.step not in (None, 1):
             raise user_error(IndexError, f"strided slices are not supported (dim {dim} of "
                                          f"{self.name} has step {k.step!r})")
@@ -161,7 +167,8 @@ class Ref:
         if start.static is not None and stop.static is not None:
             start_value, stop_value = (v + size if v < 0 else v
                                        for v in (start.static, stop.static))
-            if not 0 <= start_value <= stop_value <= size:
+            if not 0 <= start_value <= stop_value <= (math.inf if hanging else size) or (
+                    hanging and start_value >= size):
                 raise user_error(IndexError, f"slice [{start.static}:{stop.static}] of dim "
                                              f"{dim} is out of bounds for {self.name} of shape "
                                              f"{self.shape}")

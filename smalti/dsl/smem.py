@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from smalti.dialect.ops_memory import MAX_SMEM_BYTES, SMEM_ALIGNMENT
 from smalti.dialect.ops_sync import InitializeBarrierOp
-from smalti.dsl.dtypes import mlir_name
+from smalti.dsl.dtypes import memory_bytes, mlir_name
 from smalti.dsl.locations import SourcePosition, user_error, user_position
 from smalti.dsl.trace import dsl_entry
 
 ARRAY_ALIGNMENT = 1024  # a 128-byte swizzle pattern repeats every 8 rows of 128 bytes
 BARRIER_BYTES = 8  # one mbarrier is a 64-bit word
+
+
+class SharedMemoryLimitError(ValueError):
+    """Declared shared memory exceeds what one block may use (MAX_SMEM_BYTES, 227 KiB)."""
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -47,7 +51,7 @@ class SmemArray:
     def stage_bytes(self) -> int:
         """Bytes of one stage (of the whole array when it is not staged)."""
         shape = self.shape[1:] if self.staged else self.shape
-        return math.prod(shape) * self.dtype.itemsize
+        return math.ceil(math.prod(shape) * memory_bytes(self.dtype))
 
     @property
     def stage_stride(self) -> int:
@@ -132,22 +136,62 @@ class Placement:
     offset: int
 
 
-def plan_smem(entries: object, kernel: str) -> tuple[tuple[Placement, ...], int]:
-    """Offsets of the declarations (in body-parameter order) and the bytes used in all; a
-    ValueError naming the declaration's line when they exceed what a block may use."""
+def plan_smem(entries: object, kernel: str, start: int = 0
+              ) -> tuple[tuple[Placement, ...], int]:
+    """Offsets of the declarations (in body-parameter order), placed from byte `start` on,
+    and the bytes used in all; a ValueError naming the declaration's line when they exceed
+    what a block may use."""
     if not isinstance(entries, list | tuple) or not all(
             isinstance(e, SmemArray | SmemBarriers | SmemUnion) for e in entries):
         raise TypeError(f"kernel {kernel}: smem must be a list of sd.SMEM, sd.Barriers and "
                         f"sd.Union declarations, got {entries!r}")
     placements: list[Placement] = []
-    end = 0
+    end = start
     for entry in entries:
         offset = round_up(end, entry.alignment)
         members = entry.members if isinstance(entry, SmemUnion) else (entry,)
         placements.extend(Placement(m, offset) for m in members)
         end = offset + entry.nbytes
         if end > MAX_SMEM_BYTES:
-            raise ValueError(f"{entry.where}: kernel {kernel} declares {end} bytes of shared "
-                             f"memory up to this buffer ({end / 1024:.1f} KiB), more than the "
-                             f"{MAX_SMEM_BYTES} bytes (227 KiB) a block may use")
+            raise SharedMemoryLimitError(
+                f"{entry.where}: kernel {kernel} declares {end} bytes of shared "
+                f"memory up to this buffer ({end / 1024:.1f} KiB), more than the "
+                f"{MAX_SMEM_BYTES} bytes (227 KiB) a block may use")
     return tuple(placements), end
+
+
+@dataclass
+class SmemStack:
+    """Shared memory a kernel body takes while it is traced: the declared buffers (`top`
+    starts above them), then scoped allocations (sd.scoped_smem) stacked above those, each
+    freed when its scope ends; `peak` is the most bytes in use at once."""
+
+    top: int
+    peak: int = 0
+    # Barriers whose scope ended: (first byte, end, the smalti.invalidate_barrier op emitted
+    # there). The PTX ISA wants mbarrier.inval only before the bytes are reused, and ptxas
+    # schedules a pipeline's loop worse when one follows it, so `finish` erases the ops of
+    # barriers no later scope reused.
+    retired: list[tuple[int, int, object]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.peak = max(self.peak, self.top)
+
+    def push(self, entries: Sequence[SmemEntry], kernel: str
+             ) -> tuple[tuple[Placement, ...], int]:
+        """Place `entries` above the live allocations; (their placements, the top to pop
+        back to when their scope ends)."""
+        placements, end = plan_smem(entries, kernel, self.top)
+        self.retired = [r for r in self.retired if r[1] <= self.top or r[0] >= end]
+        below, self.top = self.top, end
+        self.peak = max(self.peak, end)
+        return placements, below
+
+    def pop(self, top: int) -> None:
+        self.top = top
+
+    def finish(self) -> None:
+        """The body is traced: drop the invalidations of barriers whose bytes stayed unused."""
+        for _, _, op in self.retired:
+            op.erase()  # type: ignore[attr-defined]
+        self.retired.clear()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith
@@ -20,17 +20,18 @@ from smalti.dialect.ops_sync import (
     ArriveExpectTxOp,
     ArriveOp,
     InitializeBarrierOp,
+    InvalidateBarrierOp,
     WaitOp,
     WarpgroupBarrierOp,
 )
-from smalti.dsl.dtypes import mlir_type
-from smalti.dsl.index import Index, IndexLike, as_index
+from smalti.dsl.dtypes import memory_bytes, mlir_type
+from smalti.dsl.index import Index, IndexLike, as_index, check_stage_index
 from smalti.dsl.locations import user_error, user_location
 from smalti.dsl.refs import Ref
-from smalti.dsl.smem import Placement, SmemArray, SmemBarriers
-from smalti.dsl.trace import create, dsl_entry, emit_value
+from smalti.dsl.smem import Placement, SmemArray, SmemBarriers, SmemEntry, SmemUnion
+from smalti.dsl.trace import _enclosing_region, active, create, dsl_entry, emit_value
 from smalti.tiling import LayoutError, Transform, physical_shape, wgmma_operand_transforms
-from smalti.tiling.smem import tall_tile_rows
+from smalti.tiling.smem import ElementSize, tall_tile_rows
 
 
 def smem_type(shape: Sequence[int], element: ir.Type) -> ir.MemRefType:
@@ -69,15 +70,7 @@ class StagedRef:
     @dsl_entry(SelectStageOp)
     def _chosen(self, stage: Index) -> ChosenStageRef:
         """The stage a traced index chooses; its values must be stages (checked here)."""
-        bounds = stage.bounds()
-        count = len(self.stages)
-        if bounds is None or bounds[0] < 0 or bounds[1] >= count:
-            reach = ("takes values not known while tracing" if bounds is None else
-                     f"ranges over [{bounds[0]}, {bounds[1]}] "
-                     f"(at {stage.extreme(bounds[1] >= count)})")
-            raise user_error(IndexError, f"the stage index of {self.name} {reach}; it must stay "
-                                         f"in [0, {count}): take it modulo the stages "
-                                         f"(k % {count})")
+        check_stage_index(stage, len(self.stages), self.name, "k")
         return ChosenStageRef(self, stage.materialize())
 
 
@@ -114,7 +107,7 @@ class SharedRef(Ref):
                                         f"(TileTransform, SwizzleTransform, TransposeTransform), "
                                         f"got {transforms!r}")
         try:
-            physical_shape(transforms, self.shape, self.dtype.itemsize)
+            physical_shape(transforms, self.shape, memory_bytes(self.dtype))
         except LayoutError as error:
             raise user_error(ValueError, f"transforms {list(transforms)} do not apply to "
                                          f"{self.name} {list(self.shape)}: {error}") from None
@@ -133,7 +126,7 @@ class SharedRef(Ref):
             raise user_error(ValueError, f"{self.name}.T needs a 2-D ref, {self.name} has shape "
                                          f"{self.shape}")
         rows, cols = self.shape
-        row_bytes = cols * self.dtype.itemsize
+        row_bytes = cols * memory_bytes(self.dtype)
         span = next((s for s in SWIZZLE_SPANS if row_bytes % s == 0), None)
         if span is None or rows % 8:
             raise user_error(ValueError, f"{self.name}.T views {self.name} {list(self.shape)} "
@@ -147,7 +140,7 @@ class SharedRef(Ref):
                                      result_types=[_transposed_type(self.value.type)]).result
             pins = tuple(WithTransformsOp.build(source=v, transforms=()).operation
                          for v in (self.value, view))
-        self._pins = _Pins(pins, self.shape, self.dtype.itemsize, span)
+        self._pins = _Pins(pins, self.shape, memory_bytes(self.dtype), span)
         self._pins.retile(self._parts)
         return SharedRef(pins[1].result, f"{self.name}.T", transposed_of=self)
 
@@ -192,7 +185,7 @@ class _Pins:
     taller than 8 rows but shorter than N break that stride when K spans several tiles.)"""
 
     def __init__(self, ops: tuple[ir.Operation, ...], shape: tuple[int, ...],
-                 element_bytes: int, span: int) -> None:
+                 element_bytes: ElementSize, span: int) -> None:
         self.ops = ops
         self.shape = shape
         self.element_bytes = element_bytes
@@ -226,9 +219,20 @@ class Barrier:
     index: Index
 
     @dsl_entry(ArriveOp)
-    def arrive(self) -> None:
-        """Every thread of the warpgroup arrives."""
-        create(ArriveOp, barriers=self.array.value, index=self.index.materialize())
+    def arrive(self, *, collective: int | tuple[int, ...] = ()) -> None:
+        """Every thread of the warpgroup arrives; with `collective` (a cluster axis or a
+        tuple of them) the warpgroup instead arrives once on this barrier in every CTA along
+        those axes, its own included (e.g. an epilogue telling the CTA pair's MMA issuer it
+        is done with the accumulator)."""
+        axes = collective if isinstance(collective, tuple | list) else (collective,)
+        info = active()
+        for axis in axes:
+            if isinstance(axis, bool) or axis not in (0, 1, 2) or info.cluster[axis] == 1:
+                raise user_error(ValueError, f"arrive's collective axis must be a cluster axis "
+                                             f"of size > 1 (cluster {info.cluster}), got "
+                                             f"{axis!r}")
+        create(ArriveOp, barriers=self.array.value, index=self.index.materialize(),
+               collective=tuple(axes) or None)
 
     @dsl_entry(ArriveExpectTxOp)
     def arrive_expect_tx(self, nbytes: int) -> None:
@@ -307,6 +311,60 @@ def allocate(placements: Sequence[Placement], names: Sequence[str]) -> list[Smem
                    arrival_count=placement.decl.arrival_count,
                    location=placement.decl.where.location())
     return params
+
+
+def scoped_smem(*entries: SmemEntry, names: Sequence[str] | None = None) -> ScopedSmem:
+    """Shared memory for part of the kernel body: `with sd.scoped_smem(sd.SMEM(...), ...) as
+    refs:` places the declarations above everything live, gives their refs (barriers
+    initialised at this line, by the whole block) and frees them when the block ends, so
+    later scopes reuse the bytes. `names` name the refs in messages. Not inside a
+    warpgroup_region (concurrent regions would share the bytes)."""
+    if not entries or not all(isinstance(e, SmemArray | SmemBarriers | SmemUnion)
+                              for e in entries):
+        raise user_error(TypeError, "scoped_smem takes sd.SMEM, sd.Barriers and sd.Union "
+                                    f"declarations, got {entries!r}")
+    if _enclosing_region(ir.InsertionPoint.current.block) is not None:
+        raise user_error(ValueError, "scoped_smem cannot stand inside a warpgroup_region: "
+                                     "other regions run at the same time and their scopes "
+                                     "would share its bytes; allocate it before the regions")
+    return ScopedSmem(tuple(entries), None if names is None else tuple(names))
+
+
+@dataclass
+class ScopedSmem:
+    """The context manager of `scoped_smem`: allocates on entry, frees on exit."""
+
+    entries: tuple[SmemEntry, ...]
+    names: tuple[str, ...] | None
+    below: int | None = None  # the stack's top before this scope, while it is live
+    refs: list[SmemParam] = field(default_factory=list)  # what __enter__ gave, while live
+    placements: tuple[Placement, ...] = ()
+    regions: int = 0  # warpgroup_regions traced before this scope
+
+    def __enter__(self) -> list[SmemParam]:
+        count = sum(len(e.members) if isinstance(e, SmemUnion) else 1 for e in self.entries)
+        names = self.names or tuple(f"scoped_smem[{i}]" for i in range(count))
+        if len(names) != count:
+            raise user_error(ValueError, f"scoped_smem: {len(names)} names for {count} refs")
+        info = active()
+        # Over 227 KiB: a ValueError at the line of the declaration that passes it.
+        self.placements, self.below = info.smem.push(self.entries, info.name)
+        self.regions = len(info.roles)
+        self.refs = allocate(self.placements, names)
+        return self.refs
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        info = active()
+        stack = info.smem
+        # PTX ISA: an mbarrier's bytes are reused only once it is invalid. After warpgroup
+        # regions nothing but regions may follow (and they take no scoped memory): no reuse.
+        if kind is None and len(info.roles) == self.regions:
+            for placement, ref in zip(self.placements, self.refs, strict=True):
+                if isinstance(ref, BarrierArray):
+                    op = create(InvalidateBarrierOp, barriers=ref.value).operation
+                    start = placement.offset
+                    stack.retired.append((start, start + placement.decl.nbytes, op))
+        stack.pop(self.below)
 
 
 def _slice(offset: int, shape: Sequence[int], element: ir.Type,

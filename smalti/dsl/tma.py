@@ -2,7 +2,8 @@
 `async_copy(gmem.at[rows, cols], smem, barrier)`, `async_store(smem, gmem.at[...])`,
 `async_store_wait()`. In a kernel with a cluster, `async_copy(..., collective=0)` is shared
 by the blocks of a cluster along axis 0: each loads a part of the window and multicasts it
-to all of them, so every one receives the whole window (and its barrier all the bytes)."""
+to all of them, so every one receives the whole window (and its barrier all the bytes);
+`async_copy(..., leader_barrier=True)` completes on the pair leader's barrier (sm_100a)."""
 
 from __future__ import annotations
 
@@ -62,12 +63,16 @@ def _transfer_operands(view: RefView, smem: Ref, verb: str
 
 @dsl_entry(AsyncLoadOp)
 def async_copy(source: RefView | Ref, destination: Ref, barrier: Barrier, *,
-               collective: int | tuple[int, ...] = ()) -> None:
+               collective: int | tuple[int, ...] = (), leader_barrier: bool = False) -> None:
     """TMA load of a global window into a shared-memory ref; its bytes complete `barrier`
     (announce them first with barrier.arrive_expect_tx). `collective` (a cluster axis or a
     tuple of them) shares the load among the blocks of the cluster along those axes, which
     must all copy the same window: each copies 1/n of `destination`'s leading dim and
-    multicasts it, and each block's barrier still receives all of destination's bytes."""
+    multicasts it, and each block's barrier still receives all of destination's bytes.
+    `leader_barrier=True` (sm_100a, a cluster of block pairs) completes the bytes on
+    `barrier` of the pair's leader (the even block of cluster ranks 2i, 2i + 1) instead of
+    this block's: the leader expects both blocks' bytes, as a collective tcgen05_mma reads
+    both (`.cta_group::2`)."""
     view = _gmem_view(source, "async_copy's source")
     smem = _smem_ref(destination, "async_copy's destination")
     if not isinstance(barrier, Barrier):
@@ -75,9 +80,26 @@ def async_copy(source: RefView | Ref, destination: Ref, barrier: Barrier, *,
                                     f"got {barrier!r}")
     indices, lengths = _transfer_operands(view, smem, "async_copy")
     axes = _collective_axes(collective, smem)
+    if leader_barrier:
+        _check_pairs(axes)
     create(AsyncLoadOp, source=view.ref.value, destination=smem.value,
            barriers=barrier.array.value, barrier_index=barrier.index.materialize(),
-           indices=indices, slice_lengths=lengths, collective=axes or None)
+           indices=indices, slice_lengths=lengths, collective=axes or None,
+           cta_group=2 if leader_barrier else None)
+
+
+def _check_pairs(axes: tuple[int, ...]) -> None:
+    """leader_barrier=True needs a cluster of block pairs and no multicast."""
+    info = active()
+    if math.prod(info.cluster) % 2:
+        raise user_error(ValueError, "async_copy(..., leader_barrier=True) completes on the "
+                                     "barrier of the block pair's leader, but kernel "
+                                     f"{info.name} has a cluster of {math.prod(info.cluster)} "
+                                     f"block(s) (cluster={info.cluster}); declare pairs in "
+                                     "@sd.kernel(..., cluster=(2, 1, 1))")
+    if axes:
+        raise user_error(ValueError, "async_copy cannot both multicast (collective) and "
+                                     "complete on the pair leader's barrier (leader_barrier)")
 
 
 def _collective_axes(collective: object, smem: Ref) -> tuple[int, ...]:

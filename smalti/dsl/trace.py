@@ -38,6 +38,8 @@ class TraceInfo:
     # What each traced index atom (an index value) can be: (least, greatest, what it is),
     # e.g. (0, 3, "program_id(0)"), so windows are checked against shapes while tracing.
     ranges: dict = field(default_factory=dict, compare=False)
+    # The shared memory taken so far (smalti.dsl.smem.SmemStack): where scoped allocations go.
+    smem: Any = field(default=None, compare=False)
 
 
 _ACTIVE: list[TraceInfo] = []

@@ -21,6 +21,9 @@ SOURCES: dict[str, str] = {
                "https://arxiv.org/abs/2501.12084",
     "interconnect": "NVLink, NVSwitch, and GPU Interconnect (latency table: NVLink ~1-2 us), "
                     "https://fridayswithfaraday.com/posts/gpu-hw-nvlink-nvswitch-interconnect",
+    "cuda-guide": "CUDA C++ Programming Guide, Technical Specifications per Compute Capability "
+                  "(9.0: 227 KB of shared memory per thread block), "
+                  "https://docs.nvidia.com/cuda/cuda-c-programming-guide/",
 }
 
 
@@ -38,6 +41,7 @@ class Hardware:
     remote_latency_s: float  # the same for a load from a peer over NVLink
     semaphore_s: float  # a system-scope semaphore signal observed by a peer's wait
     step_overhead_s: float  # per pipeline step: mbarrier wait, wgmma commit/drain, fences
+    smem_bytes_per_block: int = 227 * 1024  # dynamic shared memory one block may take
     sources: tuple[tuple[str, str], ...] = ()  # (constant, where its value comes from)
 
     def flops_per_s(self, dtype: str) -> float:
@@ -67,7 +71,8 @@ def _formatted(hw: Hardware) -> list[tuple[str, str]]:
             ("local_latency_s", f"{hw.local_latency_s * 1e6:.2f} us"),
             ("remote_latency_s", f"{hw.remote_latency_s * 1e6:.2f} us"),
             ("semaphore_s", f"{hw.semaphore_s * 1e6:.2f} us"),
-            ("step_overhead_s", f"{hw.step_overhead_s * 1e6:.2f} us")]
+            ("step_overhead_s", f"{hw.step_overhead_s * 1e6:.2f} us"),
+            ("smem_bytes_per_block", f"{hw.smem_bytes_per_block // 1024} KiB")]
 
 
 # Where each H100 SXM constant comes from (keys of SOURCES, or "estimate: why").
@@ -79,6 +84,10 @@ CONSTANT_SOURCES: dict[str, str] = {
                         "(klockwood: 989.4)",
     "dense_flops[f8E4M3FN]": "datasheet: 3,958 TFLOP/s with sparsity, dense is half "
                              "(klockwood: 1978.9)",
+    "dense_flops[f8E5M2]": "datasheet: FP8 (either format) 3,958 TFLOP/s with sparsity, dense "
+                           "is half (klockwood: 1978.9)",
+    "dense_flops[tf32]": "datasheet: TF32 989 TFLOP/s with sparsity, dense is half "
+                         "(klockwood: 494.7)",
     "nvlink_bytes_per_s": "datasheet/hopper-blog: NVLink 4, 18 links, 900 GB/s both "
                           "directions together, so 450 GB/s each way",
     "hbm_bytes_per_s": "datasheet: HBM3 3.35 TB/s",
@@ -95,6 +104,8 @@ CONSTANT_SOURCES: dict[str, str] = {
     "step_overhead_s": "estimate: per pipeline step the consumer waits on an mbarrier, "
                        "commits and drains its wgmma group and fences before the buffer is "
                        "refilled: a few hundred cycles, 0.25 us",
+    "smem_bytes_per_block": "cuda-guide: compute capability 9.0 allows 227 KB of shared "
+                            "memory per thread block (232,448 B)",
 }
 
 # An 8-GPU HGX H100 board: every GPU reaches every other through the NVSwitches, so a GPU's
@@ -105,7 +116,9 @@ H100_SXM = Hardware(
     sms=132,  # hopper-blog
     dense_flops=(("bf16", 989.4e12),  # datasheet (1,979 sparse / 2), klockwood
                  ("f16", 989.4e12),  # datasheet (1,979 sparse / 2), klockwood
-                 ("f8E4M3FN", 1978.9e12)),  # datasheet (3,958 sparse / 2), klockwood
+                 ("f8E4M3FN", 1978.9e12),  # datasheet (3,958 sparse / 2), klockwood
+                 ("f8E5M2", 1978.9e12),  # datasheet (3,958 sparse / 2), klockwood
+                 ("tf32", 494.7e12)),  # datasheet (989 sparse / 2), klockwood
     nvlink_bytes_per_s=450e9,  # datasheet: 900 GB/s bidirectional, half each way
     hbm_bytes_per_s=3.35e12,  # datasheet
     sm_copy_bytes_per_s=64 * 1.755e9,  # estimate: 64 B/clock/SM at the boost clock
