@@ -3,8 +3,9 @@
     python benchmarks/kernel_quality.py [--repeats 5] [--no-peer]
 
 For each example: registers, spills, SASS instructions in all and in the main loop (for
-matmuls: the innermost SASS loop holding the first HGMMA, and that loop's instructions per
-64-wide K tile of one warpgroup, since loops may be unrolled), HGMMA/UTMALDG/LDG counts
+matmuls: the innermost SASS loop holding the first MMA (HGMMA on sm_90a, UTC*MMA on
+sm_100a), and that loop's instructions per 64-wide K tile of one warpgroup, since loops may
+be unrolled), MMA/UTMALDG/LDG counts
 (ptxas -v and nvdisasm from the same toolchain for both compilers), and the cold compile
 time from source to cubin (smalti: `.mlir` text through the pipeline, PTX, ptxas; Triton:
 `triton.compile` with an empty cache), medians of `--repeats` runs, each in a fresh process
@@ -22,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = str(Path(__file__).parent / "peers")
-# example -> (the Triton peer's compile call, HGMMAs one warpgroup issues per 64-wide K tile).
+# example -> (the Triton peer's compile call, MMAs one warpgroup issues per 64-wide K tile).
 # Triton's matmuls get K = 4096: with a small constant K it unrolls the whole K loop.
 EXAMPLES = {
     "pointwise_f32": ("compile_pointwise('f32', 256)", None),
@@ -45,44 +46,42 @@ traced, compiled = getattr(example, function).compile(spec, spec)
 seconds = time.perf_counter() - start
 measure(compiled.ptx, compiled.cubin, seconds, k_tile_hgmma=int(sys.argv[5]))
 """
-DSL_MATMULS = {  # row name -> (module, function, size, HGMMAs per K tile per warpgroup)
-    "matmul_128x128x64 (DSL source)": ("matmul", "matmul", 512, 8),
-    "matmul_128x256x64_ws (DSL source)": ("matmul_ws", "matmul_ws", 512, 4),
+# row name -> (module, function, size, MMAs per K tile per warpgroup, Triton peer or None)
+DSL_MATMULS = {
+    "matmul_128x128x64 (DSL source)": ("matmul", "matmul", 512, 8, None),
+    "matmul_128x256x64_ws (DSL source)": ("matmul_ws", "matmul_ws", 512, 4, None),
+    # sm_100a: a 128x128 tile, 64-wide K tiles of four K=16 tcgen05.mma each, 4 stages; Triton's
+    # same tile for sm_100 (4 warps, 4 stages).
+    "blackwell_matmul 128x128x64 (sm_100a)": (
+        "blackwell_matmul", "matmul", 512, 4, "compile_matmul(4096, 128, 4, 4, capability=100)"),
+    # persistent, 2-CTA (256x256 per pair, the even CTA issuing), warp-specialised: the MMA
+    # issuer's loop, four K=16 UTCHMMA.2CTA per 64-wide K tile.
+    "blackwell_matmul_persistent 256x256x64 (sm_100a)": (
+        "blackwell_matmul_persistent", "matmul", 1024, 4, None),
 }
 
 MEASURE = """
-import json, re
+import json
+import re
+from smalti.ptx.sass import main_loop
 from smalti.ptx.toolchain import compile_ptx, disassemble, sass_opcode_counts
 
-def main_loop(lines):
-    # The innermost loop holding the first HGMMA: from a label to the backward branch to it.
-    labels = {m.group(1): i for i, l in enumerate(lines)
-              if (m := re.match(r"\\s*(\\.L_x_\\d+):", l))}
-    first = next((i for i, l in enumerate(lines) if "HGMMA" in l), None)
-    if first is None:
-        return None
-    loops = [(labels[m.group(1)], i) for i, l in enumerate(lines)
-             if (m := re.search(r"BRA[^`]*`\\((\\.L_x_\\d+)\\)", l)) and m.group(1) in labels
-             and labels[m.group(1)] <= first <= i]
-    return min(loops, key=lambda span: span[1] - span[0]) if loops else None
-
 def measure(ptx, cubin, seconds, extra=None, k_tile_hgmma=None):
-    report = next(iter(compile_ptx(ptx).reports.values()))
+    arch = re.search(r"^\\s*\\.target\\s+(sm_\\w+)", ptx, re.M).group(1)  # sm_90a or sm_100a
+    report = next(iter(compile_ptx(ptx, arch=arch).reports.values()))
     sass = disassemble(cubin)
     counts = sass_opcode_counts(sass)
-    lines = [l for l in sass.splitlines()
-             if re.search(r"/\\*[0-9a-f]{4}\\*/", l) or re.match(r"\\s*\\.L_x_\\d+:", l)]
-    loop = per_k_tile = None
-    span = main_loop(lines)
-    if span is not None:
-        body = [l for l in lines[span[0]:span[1] + 1] if "/*" in l]
-        loop = len(body)
-        hgmma = sum("HGMMA" in l for l in body)
-        per_k_tile = round(loop * k_tile_hgmma / hgmma) if k_tile_hgmma else None
+    loop = main_loop(sass)  # the innermost SASS loop holding the first MMA
+    per_k_tile = None
+    if loop is not None and k_tile_hgmma:
+        per_k_tile = round(loop.length * k_tile_hgmma / loop.mma)
     print(json.dumps({"seconds": seconds, "registers": report.registers,
                       "spills": report.spill_stores + report.spill_loads,
-                      "sass": sum(counts.values()), "loop": loop, "per_k_tile": per_k_tile,
-                      "hgmma": counts["HGMMA"], "utmaldg": counts["UTMALDG"],
+                      "sass": sum(counts.values()),
+                      "loop": None if loop is None else loop.length, "per_k_tile": per_k_tile,
+                      "hgmma": sum(n for op, n in counts.items()
+                                   if op in ("HGMMA", "UTCHMMA", "UTCQMMA", "UTCOMMA")),
+                      "utmaldg": counts["UTMALDG"],
                       "ldg": counts["LDG"] + counts["LDGSTS"], "passes": extra or {}}))
 """
 
@@ -107,7 +106,7 @@ module = parse_module(open(path).read(), path, context)
 stamps["parse"] = time.perf_counter() - last[0]; last[0] = time.perf_counter()
 with context:
     run_pipeline(module, DEFAULT_PIPELINE, after_pass=tick)
-    last[0] = time.perf_counter(); text = print_module(lower_module(module))
+    last[0] = time.perf_counter(); text = print_module(lower_module(module).ptx)
     stamps["lower-to-ptx"] = time.perf_counter() - last[0]
 last[0] = time.perf_counter(); compile_ptx(text); stamps["ptxas"] = time.perf_counter() - last[0]
 measure(compiled.ptx, result.cubin, seconds, stamps, k_tile_hgmma=eval(sys.argv[2]))
@@ -142,7 +141,7 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true", help="skip Triton")
     args = parser.parse_args()
     print("| kernel | compiler | registers | spills (B) | SASS | main loop (per K tile) | "
-          "HGMMA | UTMALDG | LDG(STS) | compile (s) | Triton / smalti compile |")
+          "MMA | UTMALDG | LDG(STS) | compile (s) | Triton / smalti compile |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     breakdowns = {}
     for name, (peer_call, k_tile_hgmma) in EXAMPLES.items():
@@ -158,10 +157,17 @@ def main() -> None:
         ratio = (statistics.median(r["seconds"] for r in theirs)
                  / statistics.median(r["seconds"] for r in ours))
         print(row(name, "Triton", theirs, f"{ratio:.1f}x"), flush=True)
-    for name, (module, function, size, k_tile_hgmma) in DSL_MATMULS.items():
+    for name, (module, function, size, k_tile_mma, peer_call) in DSL_MATMULS.items():
         dsl = [run_json(MEASURE + DSL_MATMUL, str(ROOT / "examples"), module, function,
-                        str(size), str(k_tile_hgmma)) for _ in range(args.repeats)]
+                        str(size), str(k_tile_mma)) for _ in range(args.repeats)]
         print(row(name, "smalti", dsl), flush=True)
+        if args.no_peer or peer_call is None:
+            continue
+        theirs = [run_json(TRITON_ONE_RUN, PEERS, peer_call, repr(k_tile_mma))
+                  for _ in range(args.repeats)]
+        ratio = (statistics.median(r["seconds"] for r in theirs)
+                 / statistics.median(r["seconds"] for r in dsl))
+        print(row(name, "Triton", theirs, f"{ratio:.1f}x"), flush=True)
     print("\nsmalti compile time by stage (s, median):\n")
     stages = list(next(iter(breakdowns.values())))
     print("| kernel | " + " | ".join(stages) + " |")

@@ -47,12 +47,14 @@ def matmul(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexp
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(tl.bfloat16))
 
 
-def _cold_compile(source, options: dict) -> tuple[object, float]:
-    """The compiled kernel and the seconds a cold `triton.compile` took (empty cache)."""
+def _cold_compile(source, options: dict, capability: int = 90) -> tuple[object, float]:
+    """The compiled kernel and the seconds a cold `triton.compile` took (empty cache), for
+    sm_90a (capability 90) or sm_100a (100)."""
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TRITON_CACHE_DIR"] = cache
         start = time.perf_counter()
-        kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+        kernel = triton.compile(source, target=GPUTarget("cuda", capability, 32),
+                                options=options)
         return kernel, time.perf_counter() - start
 
 
@@ -71,10 +73,10 @@ def compile_pointwise(dtype: str, columns: int) -> tuple[str, bytes, float]:
     return kernel.asm["ptx"], kernel.asm["cubin"], seconds
 
 
-def compile_matmul(size: int, block_n: int = 128, num_warps: int = 4, num_stages: int = 2
-                   ) -> tuple[str, bytes, float]:
-    """(PTX, cubin, seconds) of the bf16 matmul for sm_90a: 128 x `block_n` x 64 tiles, on
-    size x size x size."""
+def compile_matmul(size: int, block_n: int = 128, num_warps: int = 4, num_stages: int = 2,
+                   capability: int = 90) -> tuple[str, bytes, float]:
+    """(PTX, cubin, seconds) of the bf16 matmul for sm_90a (or sm_100a: `capability` 100):
+    128 x `block_n` x 64 tiles, on size x size x size."""
     source = triton.compiler.ASTSource(
         fn=matmul,
         signature={"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "M": "constexpr",
@@ -83,5 +85,6 @@ def compile_matmul(size: int, block_n: int = 128, num_warps: int = 4, num_stages
         constexprs={"M": size, "N": size, "K": size, "BLOCK_M": 128, "BLOCK_N": block_n,
                     "BLOCK_K": 64},
         attrs={(i,): [["tt.divisibility", 16]] for i in range(3)})
-    kernel, seconds = _cold_compile(source, {"num_warps": num_warps, "num_stages": num_stages})
+    kernel, seconds = _cold_compile(source, {"num_warps": num_warps, "num_stages": num_stages},
+                                    capability)
     return kernel.asm["ptx"], kernel.asm["cubin"], seconds
