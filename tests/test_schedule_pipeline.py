@@ -137,7 +137,8 @@ def test_a_malformed_pipeline_record_is_a_located_error(fields, message):
     text = (f'func.func @k() attributes {{smalti.kernel, smalti.grid = array<i64: 1>, '
             f'smalti.schedule = {{kind = "pipeline", {fields}}}}} {{\n  return\n}}')
     with make_context():
-        func = ir.Module.parse(text).body.operations[0]
+        module = ir.Module.parse(text)  # kept alive: its ops die with it (jaxlib 0.12)
+        func = module.body.operations[0]
         with pytest.raises(DiagnosticError, match=f"kernel @k: invalid 'smalti.schedule': "
                                                   f"{message}"):
             explain_kernel(func.operation)
