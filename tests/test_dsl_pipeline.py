@@ -174,9 +174,9 @@ def misuse_kernel(spec: sd.BlockSpec, stages: int = 2, k: int = 256):
 
 
 @pytest.mark.parametrize("spec,stages,error,message", [
-    (lambda: sd.BlockSpec((128, 48), lambda j: (0, j)), 2, ValueError,
-     r"in_specs\[0\] \(a_ref, BlockSpec\(\(128, 48\)\) at .*\): block shape \(128, 48\) does "
-     r"not divide a_ref's shape \(128, 256\)"),
+    (lambda: sd.BlockSpec((128, 64, 1), lambda j: (0, j, 0)), 2, ValueError,
+     r"in_specs\[0\] \(a_ref, BlockSpec\(\(128, 64, 1\)\) at .*\): block shape "
+     r"\(128, 64, 1\) has 3 dims, a_ref's shape \(128, 256\) has 2"),
     (lambda: sd.BlockSpec((128, 64), lambda i, j: (i, j)), 2, TypeError,
      r"in_specs\[0\] \(a_ref, .*\): index_map must take 1 step indices \(one per grid dim\), "
      r"its signature is \(i, j\)"),

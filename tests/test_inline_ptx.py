@@ -135,3 +135,64 @@ def test_lit_kernels_assemble(index):
     compiled = compile_mlir(chunk, f"{LIT_FILE}:{name}")
     compiled.assemble()
     assert re.search(r"^\t\{$", compiled.ptx, re.MULTILINE)  # an inner scope, indented
+
+
+def _chunk(name: str) -> str:
+    return next(c for c in CHUNKS if f"func.func @{name}(" in c)
+
+
+def test_pure_text_merged_side_effecting_kept_numbers():
+    """The lit kernel `effects`: the merged pure result is stored twice, both side-effecting
+    copies run (smalti-cse keeps them), and the numbers are right."""
+    x = RNG.standard_normal((1, 128)).astype(np.float32)
+    compiled = compile_mlir(_chunk("effects"), "effects.mlir")
+    assert compiled.ptx.count("mul.rn.f32") == 1 and compiled.ptx.count("add.rn.f32") == 2
+    assert "neg.f32" in compiled.ptx and "sub.rn.f32" not in compiled.ptx
+    outs = run_simulated(compiled, x, *(np.zeros_like(x) for _ in range(4)))[1:]
+    for got, want in zip(outs, (x * 2, x * 2, x + 1, x + 1), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_scalar_operands_numbers():
+    """`scaled_by_block`: x * block + 3, the block index a register and 3 an immediate."""
+    x = RNG.integers(-1000, 1000, (2, 128), dtype=np.int32)
+    compiled = compile_mlir(_chunk("scaled_by_block"), "scaled_by_block.mlir")
+    [got] = run_simulated(compiled, x, np.zeros_like(x))[1:]
+    np.testing.assert_array_equal(got, x * np.array([[0], [1]], np.int32) + 3)
+
+
+@sd.kernel(grid=(2,), out_shape=jax.ShapeDtypeStruct((2, 128), jnp.int32))
+def _dsl_scalars(x_ref, out_ref):
+    row = sd.program_id(0)
+    out_ref[row, :] = sd.inline_ptx("mad.lo.s32 $0, $1, $2, $3;", "=r,r,r,r", x_ref[row, :],
+                                    row, 7, result_dtypes=jnp.int32)
+
+
+def test_dsl_index_and_int_operands():
+    x = RNG.integers(-1000, 1000, (2, 128), dtype=np.int32)
+    got = np.asarray(jax.jit(_dsl_scalars)(x))
+    np.testing.assert_array_equal(got, x * np.array([[0], [1]], np.int32) + 7)
+
+
+@sd.kernel(grid=(1,), out_shape=[jax.ShapeDtypeStruct(SHAPE, jnp.float32)] * 4)
+def _dsl_effects(x_ref, a_ref, b_ref, c_ref, d_ref):
+    x = x_ref[...]
+    a_ref[...] = sd.inline_ptx("mul.rn.f32 $0, $1, 0f40000000;", "=f,f", x,
+                               result_dtypes=jnp.float32)
+    b_ref[...] = sd.inline_ptx("mul.rn.f32 $0, $1, 0f40000000;", "=f,f", x,
+                               result_dtypes=jnp.float32)
+    c_ref[...] = sd.inline_ptx("add.rn.f32 $0, $1, 0f3F800000;", "=f,f", x,
+                               result_dtypes=jnp.float32, has_side_effects=True)
+    d_ref[...] = sd.inline_ptx("add.rn.f32 $0, $1, 0f3F800000;", "=f,f", x,
+                               result_dtypes=jnp.float32, has_side_effects=True)
+
+
+def test_dsl_side_effecting_copies_survive_and_pure_ones_merge():
+    _, compiled = _dsl_effects.compile(jax.ShapeDtypeStruct(SHAPE, jnp.float32))
+    groups = 16 * 128 // 128  # registers per thread
+    assert compiled.ptx.count("mul.rn.f32") == groups
+    assert compiled.ptx.count("add.rn.f32") == 2 * groups
+    x = RNG.standard_normal(SHAPE).astype(np.float32)
+    a, b, c, d = (np.asarray(r) for r in jax.jit(_dsl_effects)(x))
+    for got, want in zip((a, b, c, d), (x * 2, x * 2, x + 1, x + 1), strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -132,6 +132,27 @@ def test_vmap_runs_the_kernel_per_batch_element():
     np.testing.assert_array_equal(np.asarray(jax.vmap(plus_one)(x)), np.asarray(x) + 1)
 
 
+def test_differentiating_a_kernel_names_it_and_says_what_to_do():
+    """jax.grad through a kernel with no custom_vjp is a TypeError naming the kernel (not
+    jax's message about an FFI call); stop_gradient and a custom_vjp make it work."""
+    @sd.kernel(out_shape=jax.ShapeDtypeStruct((128,), jnp.float32))
+    def doubled(x_ref, out_ref):
+        out_ref[...] = x_ref[...] * 2.0
+
+    x = jnp.arange(128, dtype=jnp.float32)
+    with pytest.raises(TypeError, match=r"kernel doubled has no derivative: .*jax\.custom_vjp"):
+        jax.grad(lambda x: doubled(x).sum())(x)
+    assert float(jax.grad(lambda x: doubled(jax.lax.stop_gradient(x)).sum() + x.sum())(x)[0]) == 1
+
+    @jax.custom_vjp
+    def twice(x):
+        return doubled(x)
+
+    twice.defvjp(lambda x: (doubled(x), None), lambda _, g: (doubled(g),))
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.grad(lambda x: twice(x).sum()))(x)),
+                                  np.full(128, 2.0, np.float32))
+
+
 def test_launcher_binds_exactly_the_attributes_python_sets():
     source = (launcher.DIRECTORY / "launcher.cc").read_text()
     bound = set(re.findall(r'\.(?:template )?Attr<.*?>\("(\w+)"\)', source))
@@ -213,8 +234,10 @@ def test_export_for_cuda_gives_the_custom_call_the_debug_buffer_result(monkeypat
 
 
 def _cuda_branch(closed: jax.core.ClosedJaxpr):
-    """The CUDA branch of call_kernel's platform_dependent switch."""
-    cond = next(e for e in closed.jaxpr.eqns if e.primitive.name == "cond")
+    """The CUDA branch of call_kernel's platform_dependent switch (inside the custom_jvp
+    that refuses derivatives)."""
+    [call] = [e for e in closed.jaxpr.eqns if e.primitive.name == "custom_jvp_call"]
+    cond = next(e for e in call.params["call_jaxpr"].jaxpr.eqns if e.primitive.name == "cond")
     index = cond.params["branches_platforms"].index(("cuda",))
     return cond.params["branches"][index].jaxpr
 

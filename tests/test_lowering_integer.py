@@ -172,3 +172,47 @@ def test_scalar_integer_ops(constant):
         for j, op in enumerate(SCALAR_OPS):
             want = _wrap(REFERENCES[op](a, c, 32), 32)
             assert (out[block, j] == want).all(), (op, a, c, out[block, j, 0], want)
+
+
+POWER_OF_TWO_OPS = ["arith.divsi", "arith.remsi", "arith.floordivsi", "arith.ceildivsi",
+                    "arith.divui", "arith.remui", "arith.ceildivui"]
+
+
+@pytest.mark.parametrize("element", ["i32", "i64"])
+@pytest.mark.parametrize("divisor", [1, 2, 8, 64, 2**30, 3, 5, 7, 132, 1000003, 2**31 - 1])
+def test_division_by_a_constant_needs_no_division_instruction(element, divisor):
+    """A constant divisor: by 2^k shifts, masks and a sign fix-up, by another d (unsigned)
+    a multiply-high, instead of `div`/`rem` (ptxas keeps those a division routine); the
+    same results as Python's for dividends of either sign, the extremes included (read at
+    run time from a table: smalti.load_scalar)."""
+    bits = int(element[1:])
+    dtype = DTYPES[element]
+    info = np.iinfo(dtype)
+    dividends = np.array([min(max(v, info.min), info.max) for v in (
+        info.min, -divisor - 1, -divisor, -1, 0, divisor - 1, divisor + 3, info.max)], dtype)
+    ops = "\n".join(f"""  %r{j} = {op} %x, %y : {element}
+  %v{j} = vector.broadcast %r{j} : {element} to vector<1x1x128x{element}>
+  %j{j} = arith.constant {j} : index
+  "smalti.vector_store"(%v{j}, %out, %b, %j{j}, %c0) : (vector<1x1x128x{element}>, memref<8x{len(POWER_OF_TWO_OPS)}x128x{element}>, index, index, index) -> ()"""
+                    for j, op in enumerate(POWER_OF_TWO_OPS))
+    source = f"""
+func.func @k(%xs: memref<8x{element}>, %out: memref<8x{len(POWER_OF_TWO_OPS)}x128x{element}>) attributes {{smalti.kernel, smalti.grid = array<i64: 8>}} {{
+  %c0 = arith.constant 0 : index
+  %b = gpu.block_id x
+  %x = "smalti.load_scalar"(%xs, %b) : (memref<8x{element}>, index) -> {element}
+  %y = arith.constant {divisor} : {element}
+{ops}
+  return
+}}
+"""
+    compiled = compile_mlir(source, "powers.mlir")
+    body = compiled.ptx[compiled.ptx.index("ld.global"):]
+    signs = "su" if divisor & (divisor - 1) == 0 else "u"
+    assert not any(f"{kind}.{sign}{bits}" in body for kind in ("div", "rem") for sign in signs)
+    compiled.assemble()
+    out = run_simulated(compiled, dividends,
+                        np.zeros((8, len(POWER_OF_TWO_OPS), 128), dtype))[-1]
+    for block, a in enumerate(dividends.tolist()):
+        for j, op in enumerate(POWER_OF_TWO_OPS):
+            want = _wrap(REFERENCES[op](a, divisor, bits), bits)
+            assert (out[block, j] == want).all(), (op, a, divisor, out[block, j, 0], want)

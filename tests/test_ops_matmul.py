@@ -79,6 +79,51 @@ def test_grouped_order_visits_every_tile_once_in_groups(tiles_m, tiles_n):
         assert table[pid - 1][1] <= j or pid % (group * tiles_n) == 0  # column by column
 
 
+@pytest.mark.parametrize("m, n, k, dtype, bias, activation, out_dtype", [
+    (136, 200, 72, BF16, True, "gelu", F32),  # ragged everywhere; two K steps of dB
+    (64, 8, 8, F16, True, "relu", None),  # one tile hanging over every edge of each product
+    (128, 136, 264, BF16, False, None, None),  # no epilogue: dZ is the cotangent as it is
+    (72, 128, 128, BF16, True, "silu", BF16),
+])
+def test_grad_matches_jax_grad_of_the_reference(m, n, k, dtype, bias, activation, out_dtype):
+    """jax.grad runs the kernel on B (for dA) and A (for dB) read transposed: dA, dB and
+    dbias against jax.grad of jnp.dot; dZ is rounded to the inputs' dtype for the tensor
+    cores, hence a tolerance of a few of its ulps relative to the largest gradient."""
+    keys = jax.random.split(jax.random.key(m + n + k), 4)
+    a = jax.random.normal(keys[0], (m, k), F32).astype(dtype)
+    b = jax.random.normal(keys[1], (k, n), F32).astype(dtype)
+    bias_value = jax.random.normal(keys[2], (n,), F32) if bias else None
+    cotangent = jax.random.normal(keys[3], (m, n), F32)
+
+    def loss(function):
+        return lambda *args: (function(*args).astype(F32) * cotangent).sum()
+
+    def ours(a, b, bias_value):
+        return matmul(a, b, bias=bias_value, activation=activation, out_dtype=out_dtype)
+
+    def theirs(a, b, bias_value):
+        return reference(a, b, bias_value, activation, out_dtype or dtype)
+
+    argnums = (0, 1, 2) if bias else (0, 1)
+    got = jax.jit(jax.grad(loss(ours), argnums))(a, b, bias_value)
+    want = jax.grad(loss(theirs), argnums)(a, b, bias_value)
+    for name, x, y in zip(["a", "b", "bias"], got, want, strict=False):
+        assert x.dtype == y.dtype and x.shape == y.shape, name
+        scale = float(jnp.abs(y.astype(F32)).max())
+        np.testing.assert_allclose(np.asarray(x, np.float32), np.asarray(y, np.float32),
+                                   rtol=0, atol=2e-2 * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("operands", [matmul_module.Operands(transpose_a=True),
+                                      matmul_module.Operands(transpose_b=True)])
+def test_transposed_operand_kernels_assemble_without_spills(operands):
+    kernel = matmul_module.matmul_kernel(jnp.dtype(BF16), None, False, operands=operands)
+    specs = [jax.ShapeDtypeStruct((4096, 4096), BF16)] * 2
+    report = kernel.compile(*specs)[1].report
+    assert (report.spill_stores, report.spill_loads, report.stack_frame) == (0, 0, 0)
+    assert report.performance_failures == ()
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: matmul(jnp.ones((16, 8), F32), jnp.ones((8, 8), F32)),
      "smalti.ops.matmul: a must be bfloat16 or float16, got float32"),

@@ -1,6 +1,8 @@
 """smalti.ops.quantized_matmul through the simulator against a jax.numpy reference
 (dequantise, then dot) for int8 and int4 weights, bf16 and f16 activations, group sizes 128
-and 64, ragged M, inside jax.jit; the ValueErrors at the call; and 0 spills at sm_90a."""
+and 64, ragged M (1, 7, 130 rows) and N (odd multiples of 8: a last column tile that
+overlaps the one before, or one narrower than a tile), inside jax.jit; the ValueErrors at
+the call; and 0 spills at sm_90a."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import numpy as np
 import pytest
 
 from smalti.ops import quantized_matmul
+from smalti.ptx.sass import main_loop
+from smalti.ptx.toolchain import disassemble
 
 module = importlib.import_module("smalti.ops.quantized_matmul")  # the function shadows it
 
@@ -43,6 +47,10 @@ def operands(m, n, k, dtype, w_dtype, group_size, scale_dtype):
     (200, 128, 128, BF16, I4, 128, F32, None),  # ragged M: a row tile over the edge
     (8, 128, 128, F16, I8, 128, F32, None),  # fewer rows than one tile
     (128, 128, 64, BF16, I8, 64, F32, None),  # one K step
+    (1, 136, 128, BF16, I4, 128, F32, None),  # one row; the last column tile overlaps
+    (7, 120, 128, F16, I8, 64, F32, F32),  # fewer columns than one tile
+    (130, 264, 256, BF16, I8, 128, BF16, None),  # ragged M and N, three column tiles
+    (7, 40, 64, F16, I4, 64, F32, BF16),
 ])
 def test_quantized_matmul_matches_dequantised_dot(m, n, k, dtype, w_dtype, group_size,
                                                   scale_dtype, out_dtype):
@@ -74,9 +82,10 @@ def _call(x_shape=(128, 128), w_shape=(128, 128), s_shape=(1, 128), x_dtype=BF16
     (_call(x_shape=(128,)), "x must be a non-empty 2-D array, got shape (128,)"),
     (_call(w_shape=(64, 128)),
      "w must have shape (128, n) (its rows x's columns), got (64, 128)"),
-    (_call(x_shape=(132, 128)), "x's rows must be a multiple of 8, w's columns of 128"),
-    (_call(w_shape=(128, 64), s_shape=(1, 64)), "x's rows must be a multiple of 8, w's "
-     "columns of 128 and K of group_size (128); got x (128, 128) and w (128, 64)"),
+    (_call(w_shape=(128, 100), s_shape=(1, 100)), "w's columns must be a multiple of 8 and "
+     "K of group_size (128); got x (128, 128) and w (128, 100)"),
+    (_call(x_shape=(128, 192), w_shape=(192, 128), s_shape=(1, 128)),
+     "w's columns must be a multiple of 8 and K of group_size (128); got x (128, 192)"),
     (_call(s_shape=(2, 128)),
      "scales must have shape (1, 128) (K // group_size, w's columns), got (2, 128)"),
     (_call(out_dtype=I8), "out_dtype must be float32, bfloat16 or float16"),
@@ -88,13 +97,22 @@ def test_bad_arguments_raise_naming_op_argument_and_constraint(call, message):
 
 
 @pytest.mark.parametrize("w_dtype", [I8, I4])
-@pytest.mark.parametrize("dtype, out_dtype", [(BF16, BF16), (F16, F32)])
-def test_kernels_assemble_without_spills_for_sm_90a(w_dtype, dtype, out_dtype):
-    kernel = module.quantized_matmul_kernel(jnp.dtype(dtype), jnp.dtype(out_dtype), 128)
-    specs = [jax.ShapeDtypeStruct((4096, 4096), dtype), jax.ShapeDtypeStruct((4096, 4096),
+@pytest.mark.parametrize("dtype, out_dtype, n", [(BF16, BF16, 4096), (F16, F32, 4104)])
+def test_kernels_assemble_without_spills_for_sm_90a(w_dtype, dtype, out_dtype, n):
+    kernel = module.quantized_matmul_kernel(jnp.dtype(dtype), jnp.dtype(out_dtype), 128, n)
+    specs = [jax.ShapeDtypeStruct((4096, 4096), dtype), jax.ShapeDtypeStruct((4096, n),
                                                                              w_dtype),
-             jax.ShapeDtypeStruct((32 * 4096,), F32)]
+             jax.ShapeDtypeStruct((32 * n,), F32)]
     assert kernel.arch == "sm_90a"
-    report = kernel.compile(*specs)[1].report
+    compiled = kernel.compile(*specs)[1]
+    report = compiled.report
     assert report.registers > 0
     assert (report.spill_stores, report.spill_loads, report.stack_frame) == (0, 0, 0)
+    if (dtype, out_dtype) == (BF16, BF16):
+        assert main_loop(disassemble(compiled.cubin)).length <= K_LOOP_SASS[w_dtype]
+
+
+# SASS instructions per K tile (one iteration of the K loop) with the weight tile's layout
+# cast by hand (#smalti.tiled<tiling = [[32, 128], [8, 32], [1, 8]], warp = [-6], lane =
+# [-4, -3], vector = -1>), bf16 in and out, ptxas 13.5: inference must do no worse.
+K_LOOP_SASS = {I8: 562, I4: 592}

@@ -398,3 +398,27 @@ def test_parses_twenty_thousand_lines_and_prints_them_back() -> None:
     module = parse_module(text)
     assert len(module.kernels[0].body) == 20002
     assert print_module(module) == text
+
+
+def test_the_builder_emits_unsigned_division_by_a_constant_without_div():
+    """ptxas keeps `div`/`rem` by a constant a division routine: the builder emits the
+    unsigned ones as a shift or a mask (by 2^k) or a multiply-high (by another constant),
+    whoever emits them, and leaves signed and run-time divisions alone. (Their numbers:
+    tests/test_lowering_integer.py.)"""
+    b = KernelBuilder("divisions")
+    x = b.special("%tid.x")
+    wide = b.compute("cvt.u64.u32", "u64", x)
+    b.compute("div.u32", "u32", x, 8)
+    b.compute("rem.u64", "u64", wide, 64)
+    b.compute("rem.u32", "u32", x, 1)
+    b.compute("div.s32", "s32", x, 8)  # signed: rounding differs from a shift's
+    b.compute("div.u32", "u32", x, x)  # known at run time only
+    b.compute("div.u64", "u64", wide, 3)
+    body = [s for s in b.build().body if isinstance(s, Instruction)][2:]
+    assert [(s.opcode, s.operands[2]) for s in body[:5]] == [
+        ("shr.u32", Immediate(3)), ("and.b64", Immediate(63)), ("and.b32", Immediate(0)),
+        ("div.s32", Immediate(8)), ("div.u32", x)]
+    # by 3 (l = 2): m = floor(2^64 (4 - 3) / 3) + 1
+    assert [s.opcode for s in body[5:]] == ["mul.hi.u64", "sub.u64", "shr.u64", "add.u64",
+                                            "shr.u64"]
+    assert body[5].operands[2] == Immediate(2**64 // 3 + 1)

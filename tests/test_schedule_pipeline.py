@@ -84,6 +84,20 @@ def test_emit_pipeline_without_a_stage_count_takes_the_models_and_records_it():
     assert "chosen by the model" in explain_pipeline(fields)
 
 
+def test_4bit_blocks_count_half_a_byte_per_element():
+    @sd.kernel(out_shape=jax.ShapeDtypeStruct((128,), F32))
+    def copy_int4(w_ref, o_ref):
+        sd.emit_pipeline(lambda _, w: None, grid=4, max_concurrent_steps=2,
+                         in_specs=[sd.BlockSpec((64, 256), lambda j: (j, 0))])(w_ref)
+        o_ref[...] = sd.zeros((128,), F32)
+
+    traced = copy_int4.trace(jax.ShapeDtypeStruct((256, 256), jnp.int4))
+    (func,) = [op for op in traced.module.regions[0].blocks[0].operations
+               if "smalti.kernel" in op.attributes]
+    (fields,) = kernel_schedules(func)
+    assert fields["step_bytes"] == 64 * 256 // 2
+
+
 def test_a_given_stage_count_is_kept_and_checked():
     traced = matmul_kernel(8, 2)
     report = explain_module(traced.module)

@@ -11,9 +11,41 @@ func.func @no_results(%a: vector<16x128xf32>) {
 
 // -----
 
-func.func @scalar_operand(%a: f32) {
-  // expected-error @+1 {{'smalti.inline_ptx' op expects vector operands and results, got f32}}
-  %r = "smalti.inline_ptx"(%a) {ptx = "mov.f32 $0, $1;", constraints = "=f,f"} : (f32) -> vector<16x128xf32>
+func.func @scalar_result(%a: f32) {
+  // expected-error @+1 {{'smalti.inline_ptx' op expects vector results (scalar results, per thread, only in a custom_primitive body), got f32}}
+  %r = "smalti.inline_ptx"(%a) {ptx = "mov.f32 $0, $1;", constraints = "=f,f"} : (f32) -> f32
+  return
+}
+
+// -----
+
+func.func @scalars_only_outside_a_body(%a: f32) {
+  // expected-error @+1 {{'smalti.inline_ptx' op expects a vector operand or result outside a custom_primitive body (it runs once per register group)}}
+  "smalti.inline_ptx"(%a) {ptx = "st.global.f32 [0], $0;", constraints = "f", has_side_effects = true} : (f32) -> ()
+  return
+}
+
+// -----
+
+func.func @pure_without_results(%a: f32) {
+  // expected-error @+1 {{'smalti.inline_ptx' op expects at least one result unless it has side effects (has_side_effects = true)}}
+  "smalti.inline_ptx"(%a) {ptx = "", constraints = "f"} : (f32) -> ()
+  return
+}
+
+// -----
+
+func.func @index_as_half(%a: vector<16x128xf16>, %i: index) {
+  // expected-error @+1 {{'smalti.inline_ptx' op operand #1 ($2) has a scalar index (64 bits), which constraint 'h' (b16) cannot hold}}
+  %r = "smalti.inline_ptx"(%a, %i) {ptx = "add.f16 $0, $1, $2;", constraints = "=h,h,h"} : (vector<16x128xf16>, index) -> vector<16x128xf16>
+  return
+}
+
+// -----
+
+func.func @scalar_f16_as_f32(%a: vector<16x128xf32>, %h: f16) {
+  // expected-error @+1 {{'smalti.inline_ptx' op operand #1 ($2) has a scalar f16 (16 bits), which constraint 'f' (f32) cannot hold}}
+  %r = "smalti.inline_ptx"(%a, %h) {ptx = "add.f32 $0, $1, $2;", constraints = "=f,f,f"} : (vector<16x128xf32>, f16) -> vector<16x128xf32>
   return
 }
 

@@ -12,11 +12,11 @@
 // CHECK: barrier.cluster.wait.aligned;
 // CHECK-NEXT: bar.sync 1, 128;
 // CHECK-NEXT: mov.u32 [[RANK:%r[0-9]+]], %cluster_ctarank;
-// CHECK-NEXT: rem.u32 [[KX:%r[0-9]+]], [[TID]], 2;
+// CHECK-NEXT: and.b32 [[KX:%r[0-9]+]], [[TID]], 1;
 // CHECK-NEXT: mov.u32 [[X:%r[0-9]+]], %cluster_ctaid.x;
 // CHECK-NEXT: sub.u32 [[DX:%r[0-9]+]], [[KX]], [[X]];
 // CHECK-NEXT: add.u32 [[R1:%r[0-9]+]], [[RANK]], [[DX]];
-// CHECK-NEXT: div.u32 [[KY:%r[0-9]+]], [[TID]], 2;
+// CHECK-NEXT: shr.u32 [[KY:%r[0-9]+]], [[TID]], 1;
 // CHECK-NEXT: mov.u32 [[Y:%r[0-9]+]], %cluster_ctaid.y;
 // CHECK-NEXT: sub.u32 [[DY:%r[0-9]+]], [[KY]], [[Y]];
 // CHECK-NEXT: mad.lo.u32 [[PEER:%r[0-9]+]], [[DY]], 2, [[R1]];

@@ -30,7 +30,7 @@
 // CHECK-NEXT: add.s64 [[B:%rd[0-9]+]], [[OWN]], 256;
 // CHECK-NEXT: cvt.u64.u32 [[ME:%rd[0-9]+]], [[DEV]];
 // CHECK-NEXT: add.s64 [[ME1:%rd[0-9]+]], [[ME]], 1;
-// CHECK-NEXT: rem.u64 [[NEXT:%rd[0-9]+]], [[ME1]], 4;
+// CHECK-NEXT: and.b64 [[NEXT:%rd[0-9]+]], [[ME1]], 3;
 // CHECK-NEXT: ld.global.u64 [[H2G:%rd[0-9]+]], [[[PEERS]]+16];
 // CHECK-NEXT: cvta.to.global.u64 [[H2:%rd[0-9]+]], [[H2G]];
 // CHECK-NEXT: add.s64 [[B2:%rd[0-9]+]], [[H2]], 256;

@@ -153,7 +153,7 @@ func.func @casts(%a: memref<4x128xf32>)
 // CHECK-LABEL: .visible .entry transcendental(
 // CHECK: ld.global.v4.f32 {[[X:%f[0-9]+]], {{.*}}}
 // CHECK: mul.rn.f32 [[S:%f[0-9]+]], [[X]], 0f3FB8AA3B;
-// CHECK: ex2.approx.f32 [[E:%f[0-9]+]], [[S]];
+// CHECK: ex2.approx.ftz.f32 [[E:%f[0-9]+]], [[S]];
 // CHECK: lg2.approx.f32 [[L:%f[0-9]+]], [[E]];
 // CHECK: mul.rn.f32 [[N:%f[0-9]+]], [[L]], 0f3F317218;
 // CHECK: tanh.approx.f32 [[T:%f[0-9]+]], [[N]];

@@ -139,13 +139,14 @@ func.func @i1_ops(%a: memref<128xi1>, %b: memref<128xi1>)
 // -----
 
 // Uniform index arithmetic: the same instructions on .s64 scalars, an immediate second
-// operand where PTX takes one (a shift by a constant needs no clamping).
+// operand where PTX takes one (a shift by a constant needs no clamping). Division by a
+// constant power of two is a shift (floor: arithmetic) and its remainder a mask: ptxas
+// would keep `div`/`rem` a call to a division routine.
 // CHECK-LABEL: .visible .entry scalars(
 // CHECK: mov.u32 [[CTA:%r[0-9]+]], %ctaid.x;
 // CHECK-NEXT: cvt.u64.u32 [[B:%rd[0-9]+]], [[CTA]];
-// CHECK-NEXT: div.s64 [[Q:%rd[0-9]+]], [[B]], 2;
-// CHECK: selp.b64 [[FLOOR:%rd[0-9]+]], {{%rd[0-9]+}}, [[Q]], {{%p[0-9]+}};
-// CHECK-NEXT: rem.u64 [[R:%rd[0-9]+]], [[B]], 2;
+// CHECK-NEXT: shr.s64 [[FLOOR:%rd[0-9]+]], [[B]], 1;
+// CHECK-NEXT: and.b64 [[R:%rd[0-9]+]], [[B]], 1;
 // CHECK-NEXT: shl.b64 [[S:%rd[0-9]+]], [[R]], 3;
 // CHECK-NEXT: add.s64 {{%rd[0-9]+}}, [[FLOOR]], [[S]];
 func.func @scalars(%a: memref<4x128xf32>)

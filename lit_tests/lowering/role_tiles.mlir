@@ -26,8 +26,8 @@
 // CHECK-NEXT:  mov.u32 [[N:%r[0-9]+]], 0;
 // CHECK-NEXT:  mov.u64 [[PASS:%rd[0-9]+]], 0;
 // CHECK-NEXT:  [[LOOP:\$role_tiles_0]]:
-// CHECK-NEXT:  rem.u32 [[SLOT:%r[0-9]+]], [[N]], 2;
-// CHECK-NEXT:  div.u32 [[ROUND:%r[0-9]+]], [[N]], 2;
+// CHECK-NEXT:  and.b32 [[SLOT:%r[0-9]+]], [[N]], 1;
+// CHECK-NEXT:  shr.u32 [[ROUND:%r[0-9]+]], [[N]], 1;
 // CHECK-NEXT:  and.b32 [[PARITY:%r[0-9]+]], [[ROUND]], 1;
 // CHECK-NEXT:  mad.lo.u32 [[RESPONSE:%r[0-9]+]], [[SLOT]], 16, [[SMEM]];
 // CHECK-NEXT:  mad.lo.u32 [[FULL_S:%r[0-9]+]], [[SLOT]], 8, [[FULL]];

@@ -21,6 +21,7 @@ import re
 from jaxlib.mlir import ir
 
 from smalti.tiling import (
+    CANONICAL_LAYOUTS,
     Layout,
     LayoutError,
     Replicated,
@@ -106,6 +107,19 @@ def text_to_layout(text: str) -> Layout:
         f"unknown layout #smalti.{text}; expected #smalti.splat, #smalti.strided<vec = N> "
         "or #smalti.tiled<tiling = [...], warp = [...], lane = [...], vector = D>"
     )
+
+
+def named_layout(text: str) -> Layout:
+    """A canonical layout's name ("wgmma", "wgmma-row", ...: CANONICAL_LAYOUTS) or a layout's
+    attribute text, "#smalti." optional; LayoutAttrError naming both forms otherwise."""
+    name = text.strip().lower().replace("_", "-")
+    if name in CANONICAL_LAYOUTS:
+        return CANONICAL_LAYOUTS[name]
+    try:
+        return text_to_layout(text.strip().removeprefix("#smalti."))
+    except LayoutAttrError as error:
+        raise LayoutAttrError(f"{error} (or a canonical layout: "
+                              f"{', '.join(CANONICAL_LAYOUTS)})") from None
 
 
 def _int_list(text: str) -> tuple[int, ...]:

@@ -184,6 +184,18 @@ def constant_index(value: ir.Value) -> int | None:
     return None
 
 
+def check_gmem_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefType:
+    """A global memref (a kernel argument) of static shape; else a located error naming
+    `what`."""
+    if not is_gmem_type(value.type):
+        raise error_at(op, f"expects {what} to be a global memref (a kernel argument), got "
+                           f"{value.type}")
+    ref = ir.MemRefType(value.type)
+    if not ref.has_static_shape:
+        raise error_at(op, f"expects {what} of static shape, got {ref}")
+    return ref
+
+
 def check_smem_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefType:
     """A shared-memory memref of static shape; else a located error naming `what`."""
     if not is_smem_type(value.type):

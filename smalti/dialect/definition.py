@@ -55,6 +55,9 @@ class Trait(enum.Flag):
     WARPGROUP_COLLECTIVE = enum.auto()
     # Every thread of the block meets in it (bar.sync 0; barrier.cluster: the cluster too).
     BLOCK_COLLECTIVE = enum.auto()
+    # No effect but its results: smalti-cse merges identical ones and drops unused ones
+    # (MLIR's cse cannot: smalti ops are unregistered, so it assumes any effect).
+    PURE = enum.auto()
 
 
 class Proxy(enum.Enum):
@@ -312,6 +315,11 @@ class SmaltiOp(ir.OpView):
     def is_block_collective(self) -> bool:
         """Whether every thread of the block must reach the op."""
         return Trait.BLOCK_COLLECTIVE in self.TRAITS
+
+    def is_pure(self) -> bool:
+        """Whether the op has no effect but its results (Trait.PURE; an op whose purity
+        depends on its attributes says so here)."""
+        return Trait.PURE in self.TRAITS
 
     def memory_effects(self) -> list[tuple[Effect, ir.Value]]:
         """Each declared effect with the operand it touches."""

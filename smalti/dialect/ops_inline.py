@@ -6,7 +6,13 @@
 
 Like Triton's `inline_asm_elementwise`: the text runs once per register group (`pack`
 elements of every operand and result), `$i` naming the group's register of result i, then
-of operand i - #results.
+of operand i - #results. Scalar operands (an index, an i32, ...) are the same register in
+every group. In a custom_primitive body (per-thread code) operands and results are scalars
+and the text runs once per thread.
+
+The op is pure unless `has_side_effects = true`: smalti-cse merges identical pure ones and
+drops unused ones; side-effecting ones (text that writes memory, fences, reads clocks) are
+kept, each, in program order.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from dataclasses import dataclass
 from jaxlib.mlir import ir
 
 from smalti.dialect.bindings import type_name
-from smalti.dialect.definition import INTEGER, STRING, Attr, Operand, Result, SmaltiOp
+from smalti.dialect.definition import BOOL, INTEGER, STRING, Attr, Operand, Result, SmaltiOp
 from smalti.dialect.diagnostics import error_at
 
 PLACEHOLDER = re.compile(r"\$(\d+)")
@@ -25,7 +31,17 @@ PLACEHOLDER = re.compile(r"\$(\d+)")
 CONSTRAINTS = {"r": (32, "b32"), "h": (16, "b16"), "l": (64, "b64"), "f": (32, "f32")}
 # Element bits of each element type an operand or result may have.
 ELEMENT_BITS = {"i8": 8, "f8E4M3FN": 8, "f8E5M2": 8, "i16": 16, "f16": 16, "bf16": 16,
-                "i32": 32, "f32": 32, "i64": 64, "f64": 64}
+                "i32": 32, "f32": 32, "i64": 64, "f64": 64, "index": 64}
+CUSTOM_PRIMITIVE = "smalti.custom_primitive"  # whose body is per-thread code
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An operand or result of the text: its element type, and whether it is one scalar
+    (the same register in every group) rather than `pack` elements of a vector."""
+
+    element: str
+    scalar: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,11 +75,11 @@ def parse_constraints(text: str) -> list[Constraint]:
     return parsed
 
 
-def check_signature(constraints: list[Constraint], results: list[str], operands: list[str],
+def check_signature(constraints: list[Constraint], results: list[Slot], operands: list[Slot],
                     pack: int, ptx: str) -> None:
     """A ValueError unless the constraints list the results (`=`) then the operands, each a
-    register as wide as `pack` of its element type (element type names), and every `$i` of
-    `ptx` names one of them."""
+    register as wide as `pack` of its element type (one element for a scalar; an index
+    may be read as its low 32 bits, 'r'), and every `$i` of `ptx` names one of them."""
     outputs = [c for c in constraints if c.output]
     if constraints[:len(outputs)] != outputs:
         raise ValueError("result constraints ('=') must come before operand constraints")
@@ -71,17 +87,20 @@ def check_signature(constraints: list[Constraint], results: list[str], operands:
         raise ValueError(f"{len(outputs)} result and {len(constraints) - len(outputs)} "
                          f"operand constraints for {len(results)} results and "
                          f"{len(operands)} operands")
-    for i, (constraint, element) in enumerate(zip(constraints, results + operands,
-                                                  strict=True)):
+    for i, (constraint, slot) in enumerate(zip(constraints, results + operands, strict=True)):
         what = f"result #{i}" if i < len(results) else f"operand #{i - len(results)}"
-        if element not in ELEMENT_BITS:
+        element = slot.element
+        if element not in ELEMENT_BITS or (element == "index" and not slot.scalar):
             raise ValueError(f"{what} has element type {element}; expects one of "
                              + ", ".join(ELEMENT_BITS))
-        bits = ELEMENT_BITS[element] * pack
+        if slot.scalar and element == "index" and constraint.kind in ("r", "l"):
+            continue
+        count = 1 if slot.scalar else pack
+        bits = ELEMENT_BITS[element] * count
         if bits != constraint.bits or (constraint.kind == "f" and element != "f32"):
-            raise ValueError(f"{what} (${i}) has {pack} x {element} per register ({bits} "
-                             f"bits), which constraint '{constraint.kind}' "
-                             f"({constraint.ptx_type}) cannot hold")
+            held = f"a scalar {element}" if slot.scalar else f"{pack} x {element} per register"
+            raise ValueError(f"{what} (${i}) has {held} ({bits} bits), which constraint "
+                             f"'{constraint.kind}' ({constraint.ptx_type}) cannot hold")
     count = len(constraints)
     for match in PLACEHOLDER.finditer(ptx):
         if int(match.group(1)) >= count:
@@ -89,45 +108,82 @@ def check_signature(constraints: list[Constraint], results: list[str], operands:
                              f"{count} registers ($0..${count - 1})")
 
 
-class InlinePtxOp(SmaltiOp):
-    """Runs `ptx` once per register group: `pack` elements of each operand and result in one
-    register of its constraint's kind (r: .b32, h: .b16, l: .b64, f: .f32).
+def in_custom_primitive(op: ir.Operation) -> bool:
+    """Whether `op` is (nested) in a custom_primitive body, where code is per thread."""
+    parent = op.parent
+    while parent is not None:
+        if parent.name == CUSTOM_PRIMITIVE:
+            return True
+        parent = parent.parent
+    return False
 
-    Well formed: operands and results are vectors of one shape; `constraints` lists the
-    results ("=r") then the operands, each as wide as `pack` of its element type; `$i` in
-    `ptx` is below their count. Inference gives operands and results one layout."""
+
+class InlinePtxOp(SmaltiOp):
+    """Runs `ptx` once per register group: `pack` elements of each vector operand and result
+    in one register of its constraint's kind (r: .b32, h: .b16, l: .b64, f: .f32); scalar
+    operands are one register in every group. In a custom_primitive body, on scalars only,
+    once per thread.
+
+    Well formed: vector operands and results have one shape; results are vectors, or (in a
+    custom_primitive body, with no vector operands) scalars; only side-effecting text may
+    have no results; `constraints` lists the results ("=r") then the operands, each as wide
+    as `pack` of its element type (scalars: one); `$i` in `ptx` is below their count.
+    Inference gives vector operands and results one layout."""
 
     OPERATION_NAME = "smalti.inline_ptx"
 
-    values = Operand("the vectors the text reads", variadic=True)
-    outputs = Result("the vectors the text writes", variadic=True)
+    values = Operand("the vectors and scalars the text reads", variadic=True)
+    outputs = Result("the vectors (scalars, per thread) the text writes", variadic=True)
     ptx = Attr(STRING, "PTX text with $0.. for results then operands")
     constraints = Attr(STRING, 'one register kind per result ("=r") then operand ("r")')
     pack = Attr(INTEGER, "elements per register", optional=True, default=1, minimum=1)
+    has_side_effects = Attr(BOOL, "whether the text does more than compute its results (then "
+                                  "it is neither merged nor dropped)", optional=True,
+                            default=False)
+
+    def is_pure(self) -> bool:
+        return not self.has_side_effects
 
     def verify_op(self) -> None:
         op = self.operation
-        if not self.outputs:
-            raise error_at(op, "expects at least one result")
-        values = [*self.outputs, *self.values]
-        shapes = set()
-        for value in values:
-            if not isinstance(value.type, ir.VectorType):
-                raise error_at(op, f"expects vector operands and results, got {value.type}")
-            shapes.add(tuple(ir.VectorType(value.type).shape))
-        if len(shapes) != 1:
+        vectors = [v for v in [*self.outputs, *self.values] if isinstance(v.type, ir.VectorType)]
+        shapes = {tuple(ir.VectorType(v.type).shape) for v in vectors}
+        if len(shapes) > 1:
             raise error_at(op, "operands and results must have one shape, got "
                                + ", ".join(str(list(s)) for s in sorted(shapes)))
+        per_thread = in_custom_primitive(op)
+        for value in [*self.outputs, *self.values]:
+            if isinstance(value.type, ir.VectorType) or type_name(value.type) is not None:
+                continue
+            raise error_at(op, f"expects vector or scalar operands and results, got "
+                               f"{value.type}")
+        scalar_results = [r for r in self.outputs if not isinstance(r.type, ir.VectorType)]
+        if scalar_results and not per_thread:
+            raise error_at(op, "expects vector results (scalar results, per thread, only in a "
+                               f"custom_primitive body), got {scalar_results[0].type}")
+        if scalar_results and vectors:
+            raise error_at(op, "in a custom_primitive body takes scalars only, got "
+                               f"{vectors[0].type}")
+        if not self.outputs and (vectors or not self.has_side_effects):
+            raise error_at(op, "expects at least one result" + (
+                "" if vectors else " unless it has side effects (has_side_effects = true)"))
+        if not vectors and not per_thread:
+            raise error_at(op, "expects a vector operand or result outside a "
+                               "custom_primitive body (it runs once per register group)")
         if self.pack not in (1, 2, 4):
             raise error_at(op, f"'pack' must be 1, 2 or 4, got {self.pack}")
+        if not vectors and self.pack != 1:
+            raise error_at(op, f"'pack' must be 1 on scalars, got {self.pack}")
 
-        def element(value: ir.Value) -> str:
-            element_type = ir.VectorType(value.type).element_type
-            return type_name(element_type) or str(element_type)
+        def slot(value: ir.Value) -> Slot:
+            if isinstance(value.type, ir.VectorType):
+                element_type = ir.VectorType(value.type).element_type
+                return Slot(type_name(element_type) or str(element_type))
+            return Slot(type_name(value.type) or str(value.type), scalar=True)
 
         try:
             check_signature(parse_constraints(self.constraints),
-                            [element(v) for v in self.outputs],
-                            [element(v) for v in self.values], self.pack, self.ptx)
+                            [slot(v) for v in self.outputs],
+                            [slot(v) for v in self.values], self.pack, self.ptx)
         except ValueError as error:
             raise error_at(op, str(error)) from None

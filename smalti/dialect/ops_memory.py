@@ -142,7 +142,8 @@ class SelectStageOp(SmaltiOp):
 def _check_slice_lengths(op: ir.Operation, lengths: tuple[int, ...] | None,
                          gmem: ir.MemRefType, smem: ir.MemRefType) -> None:
     """The box read from GMEM per dim (-1: a squeezed dim of length 1), checked against
-    both refs. Without the attribute, the SMEM shape (ranks must then agree)."""
+    both refs. Without the attribute, the SMEM shape (ranks must then agree). A box may be
+    longer than its global dim: TMA fills what lies outside with zeros and clips stores."""
     lengths = tuple(smem.shape) if lengths is None else lengths
     if len(lengths) != gmem.rank:
         raise error_at(op, f"'slice_lengths' has {len(lengths)} entries for a rank-"
@@ -153,10 +154,6 @@ def _check_slice_lengths(op: ir.Operation, lengths: tuple[int, ...] | None,
     if kept != tuple(smem.shape):
         raise error_at(op, f"'slice_lengths' {list(lengths)} do not match the shared-memory "
                            f"shape {list(smem.shape)}")
-    for dim, (n, size) in enumerate(zip(lengths, gmem.shape, strict=True)):
-        if n > size:
-            raise error_at(op, f"slice length {n} of dim {dim} exceeds the global dim of size "
-                               f"{size}")
 
 
 def _check_transfer(op: ir.Operation, gmem_value: ir.Value, smem_value: ir.Value,

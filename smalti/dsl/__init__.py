@@ -31,6 +31,7 @@ from smalti.dsl.collective import (
     remote_ref,
 )
 from smalti.dsl.control import fori, when
+from smalti.dsl.custom import Register, Thread, custom_primitive
 from smalti.dsl.index import Index, Predicate
 from smalti.dsl.inline import inline_ptx
 from smalti.dsl.kernel import Kernel, Traced, kernel
@@ -59,7 +60,7 @@ from smalti.dsl.ops import (
 )
 from smalti.dsl.pipeline import Pipeline, emit_pipeline
 from smalti.dsl.pipeline_ws import emit_pipeline_warp_specialized
-from smalti.dsl.refs import Ref, RefView
+from smalti.dsl.refs import Ref, RefView, load, store
 from smalti.dsl.regions import warpgroup_region
 from smalti.dsl.schedule import record_schedule
 from smalti.dsl.smem import SMEM, Barriers, Union
@@ -96,6 +97,7 @@ __all__ = [
     "Predicate",
     "Ref",
     "RefView",
+    "Register",
     "Semaphore",
     "SemaphoreArray",
     "Semaphores",
@@ -103,6 +105,7 @@ __all__ = [
     "StagedRef",
     "Symmetric",
     "SymmetricRef",
+    "Thread",
     "TmemRef",
     "TmemWindow",
     "Traced",
@@ -119,6 +122,7 @@ __all__ = [
     "cluster_id",
     "cluster_rank",
     "cluster_shape",
+    "custom_primitive",
     "debug_print",
     "deserialize",
     "device_count",
@@ -134,6 +138,7 @@ __all__ = [
     "iota",
     "kernel",
     "layout_cast",
+    "load",
     "log",
     "maximum",
     "minimum",
@@ -150,6 +155,7 @@ __all__ = [
     "rsqrt",
     "scoped_smem",
     "sqrt",
+    "store",
     "tanh",
     "tcgen05_commit",
     "tcgen05_copy",

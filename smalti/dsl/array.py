@@ -4,7 +4,7 @@ broadcasting, reductions and casts, each op located at the user's line."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -14,6 +14,7 @@ from jaxlib.mlir.dialects import math as math_ops
 from smalti.dialect.bindings import combining_kind_attr
 from smalti.dialect.ops_compute import BroadcastInDimOp
 from smalti.dsl.dtypes import bit_width, is_float, mlir_name, mlir_type, numpy_dtype
+from smalti.dsl.index import Index, IndexOperand
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import create, dsl_entry, emit_value
 
@@ -40,6 +41,7 @@ FLOAT_KINDS = {"sum": "add", "max": "maximumf", "min": "minimumf"}
 INT_KINDS = {"sum": "add", "max": "maxsi", "min": "minsi"}
 
 
+@IndexOperand.register
 class Array:
     """A traced array of static `shape` and `dtype`; `x[:, None]`-style views carry unit dims
     that are only made real (by a broadcast op) where they meet another shape."""
@@ -191,7 +193,19 @@ class Array:
                                          f"{b.shape}, which do not broadcast") from None
         return a.broadcast_to(shape), b.broadcast_to(shape)
 
+    def _on_real_shape(self, other: object, apply: Callable[[Array], Array]) -> Array | None:
+        """With a scalar operand (not an Array), an op of a view with inserted unit dims
+        (`rows[:, None] < n`) computed on the array's real shape and viewed as before, so
+        no (64, 1)-shaped vector is made; None for other operands or a plain array."""
+        if isinstance(other, Array) or self.shape == self._real_shape:
+            return None
+        result = apply(Array(self._value))
+        return Array(result._value, self.shape, self._dims)
+
     def _binary(self, other: object, operation: str, reverse: bool = False) -> Array:
+        viewed = self._on_real_shape(other, lambda a: a._binary(other, operation, reverse))
+        if viewed is not None:
+            return viewed
         table = BITWISE if self.dtype == np.bool_ else FLOAT_BINARY if is_float(self.dtype) \
             else INT_BINARY
         if operation not in table:
@@ -205,6 +219,9 @@ class Array:
         if is_float(self.dtype) or self.dtype == np.bool_:
             raise user_error(TypeError, f"'{operation}' is supported for integer arrays only, "
                                         f"not {self.dtype.name}")
+        viewed = self._on_real_shape(other, lambda a: a._integer(other, operation, reverse))
+        if viewed is not None:
+            return viewed
         a, b = self._pair(other, operation, reverse)
         if operation == "%":
             quotient = Array(emit_value(arith.FloorDivSIOp, [a.value, b.value], a.value.type))
@@ -240,6 +257,9 @@ class Array:
         if self.dtype == np.bool_:
             raise user_error(TypeError, f"'{operation}' does not compare bool arrays; compare "
                                         "the values they were computed from")
+        viewed = self._on_real_shape(other, lambda a: a._compare(other, operation))
+        if viewed is not None:
+            return viewed
         a, b = self._pair(other, operation)
         compare, table = ((arith.CmpFOp, FLOAT_PREDICATES) if is_float(a.dtype)
                           else (arith.CmpIOp, INT_PREDICATES))
@@ -399,7 +419,8 @@ class Array:
 
 def _comparable(other: object) -> bool:
     """Whether `==` / `!=` compare elementwise (else Python's identity comparison applies)."""
-    return isinstance(other, Array | int | float | np.number) and not isinstance(other, bool)
+    return isinstance(other, Array | Index | int | float | np.number) and not isinstance(other,
+                                                                                     bool)
 
 
 def _normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
@@ -466,8 +487,12 @@ def coerce(value: object, like: Array) -> Array:
 
 
 def scalar_array(value: object, shape: Shape, dtype: np.dtype) -> Array:
-    """A Python number (a bool for a bool array) as a splat array; a located TypeError for
-    anything else."""
+    """A Python number (a bool for a bool array) or an Index (a traced int, for a numeric
+    array) as a splat array; a located TypeError for anything else."""
+    if isinstance(value, Index):
+        if dtype == np.bool_:
+            raise user_error(TypeError, f"cannot combine a bool array with an index {value!r}")
+        return index_array(value, shape, dtype)
     if not isinstance(value, int | float | np.number | np.bool_):
         raise user_error(TypeError, f"cannot combine an Array with {type(value).__name__}")
     if isinstance(value, bool | np.bool_) != (dtype == np.bool_):
@@ -476,3 +501,17 @@ def scalar_array(value: object, shape: Shape, dtype: np.dtype) -> Array:
         raise user_error(TypeError, f"cannot combine a {dtype.name} array with the float "
                                     f"{value!r}")
     return splat(value, shape, dtype)
+
+
+def index_array(index: Index, shape: Shape, dtype: object) -> Array:
+    """`index` (a traced int: a program id, a loop counter, a value read at run time) in every
+    element of an array of `shape`, converted to `dtype` as a Python int would be (numpy's
+    rule: `x * n` of a float array is float). An int64 array gets the index whole; others get
+    it as int32 (arith.index_cast) and convert from there."""
+    dtype = as_dtype(dtype)
+    if index.static is not None:
+        return splat(index.static, tuple(shape), dtype)
+    wide = np.dtype(np.int64 if dtype == np.int64 else np.int32)
+    scalar = emit_value(arith.IndexCastOp, [index.materialize()], mlir_type(wide))
+    array = Array(emit_value(vector.BroadcastOp, [scalar], vector_type(tuple(shape), wide)))
+    return array.astype(dtype)

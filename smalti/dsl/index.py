@@ -3,13 +3,36 @@ so that `ref[i:i + 128]` has a static length even when `i` is only known on the 
 
 from __future__ import annotations
 
+import abc
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith
 
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import active, emit_value
+
+
+class IndexOperand(abc.ABC):  # noqa: B024 (a marker: types register, nothing to implement)
+    """Types whose reflected operators take an Index (smalti.dsl.array.Array, which splats
+    it to its shape and dtype: `n > sd.iota(...)`, `s * x`), so Index's own operators leave
+    them to those. array.py registers Array (it imports this module: this one cannot name
+    it)."""
+
+
+def _defers_to_arrays(method: Callable[[Index, Any], Any]) -> Callable[[Index, Any], Any]:
+    """An operator of Index that returns NotImplemented for an IndexOperand."""
+
+    @functools.wraps(method)
+    def operator(self: Index, other: Any) -> Any:
+        if isinstance(other, IndexOperand):
+            return NotImplemented
+        return method(self, other)
+
+    return operator
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,20 +89,24 @@ class Index:
                 terms.append((value, sign * coefficient))
         return Index(tuple((v, c) for v, c in terms if c), self.constant + sign * other.constant)
 
+    @_defers_to_arrays
     def __add__(self, other: IndexLike) -> Index:
         return self._combine(other, 1)
 
     __radd__ = __add__
 
+    @_defers_to_arrays
     def __sub__(self, other: IndexLike) -> Index:
         return self._combine(other, -1)
 
+    @_defers_to_arrays
     def __rsub__(self, other: IndexLike) -> Index:
         return as_index(other, "an index")._combine(self, -1)
 
     def __neg__(self) -> Index:
         return Index(tuple((v, -c) for v, c in self.terms), -self.constant)
 
+    @_defers_to_arrays
     def __mul__(self, other: IndexLike) -> Index:
         other = as_index(other, "an index")
         if other.static is not None:
@@ -98,14 +125,17 @@ class Index:
 
     __rmul__ = __mul__
 
+    @_defers_to_arrays
     def __floordiv__(self, other: IndexLike) -> Index:
         """Floor division, as Python's `//` (rounds toward minus infinity)."""
         other = as_index(other, "an index")
         return self._quotient(other) if other.static != 1 else self
 
+    @_defers_to_arrays
     def __rfloordiv__(self, other: IndexLike) -> Index:
         return as_index(other, "an index") // self
 
+    @_defers_to_arrays
     def __mod__(self, other: IndexLike) -> Index:
         """The remainder of `//`, as Python's `%`: it takes the divisor's sign, so `k % stages`
         is a stage in [0, stages)."""
@@ -131,6 +161,7 @@ class Index:
             greatest = min(greatest, mine[1])
         return Index.of(value, least, greatest, "a remainder of indices")
 
+    @_defers_to_arrays
     def __rmod__(self, other: IndexLike) -> Index:
         return as_index(other, "an index") % self
 
@@ -144,8 +175,11 @@ class Index:
         if (mine is not None and other.static is not None
                 and mine[0] // other.static == mine[1] // other.static):
             return Index((), mine[0] // other.static)  # the quotient is known while tracing
-        value = emit_value(arith.FloorDivSIOp, [self.materialize(), other.materialize()],
-                           ir.IndexType.get())
+        # floor division of a non-negative index by a positive one is unsigned division,
+        # which ptxas makes a shift for powers of two (the signed one needs fix-ups)
+        unsigned = mine is not None and mine[0] >= 0 and theirs is not None and theirs[0] > 0
+        value = emit_value(arith.DivUIOp if unsigned else arith.FloorDivSIOp,
+                           [self.materialize(), other.materialize()], ir.IndexType.get())
         if mine is None or theirs is None or theirs[0] <= 0 <= theirs[1]:
             return Index.of(value)  # unknown, or a divisor that may be 0 or change sign
         ends = [a // b for a in mine for b in theirs]
@@ -162,15 +196,19 @@ class Index:
         return Predicate(emit_value(arith.CmpIOp, [self.materialize(), other.materialize()],
                                     ir.IntegerType.get_signless(1), attributes))
 
+    @_defers_to_arrays
     def __lt__(self, other: IndexLike) -> Predicate | bool:
         return self._compare(other, "lt")
 
+    @_defers_to_arrays
     def __le__(self, other: IndexLike) -> Predicate | bool:
         return self._compare(other, "le")
 
+    @_defers_to_arrays
     def __gt__(self, other: IndexLike) -> Predicate | bool:
         return self._compare(other, "gt")
 
+    @_defers_to_arrays
     def __ge__(self, other: IndexLike) -> Predicate | bool:
         return self._compare(other, "ge")
 

@@ -8,16 +8,21 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith, gpu
 from jaxlib.mlir.dialects import math as math_ops
 
-from smalti.dialect.attributes import (
-    LayoutAttrError,
-    layout_to_text,
-    text_to_layout,
-)
+from smalti.dialect.attributes import LayoutAttrError, layout_to_text, named_layout
 from smalti.dialect.bindings import gpu_dimension_attr
 from smalti.dialect.ops import LayoutCastOp
 from smalti.dialect.ops_compute import IotaOp
 from smalti.dialect.ops_debug import DebugPrintOp
-from smalti.dsl.array import Array, Shape, as_dtype, coerce, scalar_array, splat, vector_type
+from smalti.dsl.array import (
+    Array,
+    Shape,
+    as_dtype,
+    coerce,
+    index_array,
+    scalar_array,
+    splat,
+    vector_type,
+)
 from smalti.dsl.index import Index, as_index
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import active, create, dsl_entry, emit_value
@@ -83,22 +88,48 @@ def abs(x: Array) -> Array:
     return _array(x, "abs").__abs__()
 
 
-def maximum(x: Array | float, y: Array | float) -> Array:
-    """Elementwise maximum with broadcasting (NaN-propagating for floats)."""
+def maximum(x: Array | Index | float, y: Array | Index | float) -> Array | Index:
+    """Elementwise maximum with broadcasting (NaN-propagating for floats); of two indices
+    (ints or traced), the greater one as an Index (arith.maxsi)."""
     return _binary(x, y, "max", "maximum")
 
 
-def minimum(x: Array | float, y: Array | float) -> Array:
-    """Elementwise minimum with broadcasting (NaN-propagating for floats)."""
+def minimum(x: Array | Index | float, y: Array | Index | float) -> Array | Index:
+    """Elementwise minimum with broadcasting (NaN-propagating for floats); of two indices
+    (ints or traced), the lesser one as an Index (arith.minsi)."""
     return _binary(x, y, "min", "minimum")
 
 
-def _binary(x: object, y: object, operation: str, what: str) -> Array:
+def _binary(x: object, y: object, operation: str, what: str) -> Array | Index:
     if isinstance(x, Array):
         return x._binary(y, operation)
     if isinstance(y, Array):
         return y._binary(x, operation, reverse=True)
-    raise user_error(TypeError, f"{what} needs at least one traced Array")
+    if isinstance(x, Index) or isinstance(y, Index):
+        return _index_extreme(as_index(x, f"an operand of {what}"),
+                              as_index(y, f"an operand of {what}"), operation == "max")
+    raise user_error(TypeError, f"{what} needs at least one traced Array or Index")
+
+
+def _index_extreme(x: Index, y: Index, largest: bool) -> Index:
+    """max(x, y) or min(x, y) of indices: a Python int when both are known, the winner when
+    the bounds decide, else arith.maxsi / minsi with the bounds that follow from the
+    operands'."""
+    pick = max if largest else min
+    if x.static is not None and y.static is not None:
+        return Index((), pick(x.static, y.static))
+    mine, theirs = x.bounds(), y.bounds()
+    if mine is not None and theirs is not None:  # one side always wins: no op
+        if (mine[0] >= theirs[1]) if largest else (mine[1] <= theirs[0]):
+            return x
+        if (theirs[0] >= mine[1]) if largest else (theirs[1] <= mine[0]):
+            return y
+    value = emit_value(arith.MaxSIOp if largest else arith.MinSIOp,
+                       [x.materialize(), y.materialize()], ir.IndexType.get())
+    if mine is None or theirs is None:
+        return Index.of(value)
+    return Index.of(value, pick(mine[0], theirs[0]), pick(mine[1], theirs[1]),
+                    f"a {'maximum' if largest else 'minimum'} of indices")
 
 
 @dsl_entry(IotaOp)
@@ -152,8 +183,14 @@ def where(condition: Array, x: Array | float, y: Array | float) -> Array:
     return Array(emit_value(arith.SelectOp, [v.value for v in chosen], chosen[1].value.type))
 
 
-def full(shape: Shape, value: float | int, dtype: object = np.float32) -> Array:
-    """An array of `shape` filled with `value`."""
+def full(shape: Shape, value: float | int | Index, dtype: object = np.float32) -> Array:
+    """An array of `shape` filled with `value` (an Index: its run-time value, converted)."""
+    if isinstance(value, Index):
+        return index_array(value, tuple(shape), dtype)
+    if not isinstance(value, int | float | np.number | np.bool_):
+        hint = " (an array: sd.broadcast_to)" if isinstance(value, Array) else ""
+        raise user_error(TypeError, f"full's value must be a Python number or an Index, got "
+                                    f"{type(value).__name__}{hint}")
     return splat(value, tuple(shape), dtype)
 
 
@@ -188,13 +225,13 @@ def debug_print(format: str, value: Array | Index | int) -> None:
 @dsl_entry(LayoutCastOp)
 def layout_cast(x: Array, layout: Layout | str) -> Array:
     """The same array, required to be in register `layout` (a hint to inference; the lowering
-    converts when the operand's layout differs). `layout` is a smalti.tiling layout or its
-    attribute text, e.g. "strided<vec = 4>" or "#smalti.splat"."""
+    converts when the operand's layout differs). `layout` is a smalti.tiling layout, its
+    attribute text, e.g. "strided<vec = 4>" or "#smalti.splat", or a canonical layout's
+    name, e.g. "wgmma"."""
     x = _array(x, "layout_cast")
     if isinstance(layout, str):
-        text = layout.strip().removeprefix("#smalti.")
         try:
-            layout = text_to_layout(text)
+            layout = named_layout(layout)
         except (LayoutAttrError, LayoutError, ValueError) as error:
             raise user_error(ValueError, f"bad layout {layout!r}: {error}") from None
     try:

@@ -30,14 +30,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import arith
 
 from smalti.dialect.ops_memory import MAX_SMEM_BYTES
 from smalti.dsl.control import Carry, fori, when
+from smalti.dsl.dtypes import memory_bytes
 from smalti.dsl.index import Index, IndexLike, Predicate, as_index
 from smalti.dsl.locations import SourcePosition, user_error, user_position
+from smalti.dsl.ops import maximum, minimum
 from smalti.dsl.pipeline_schedule import probe_step_work, record_pipeline
 from smalti.dsl.refs import Ref, RefView
 from smalti.dsl.smem import SMEM, Barriers, SmemArray, plan_smem
@@ -126,11 +127,11 @@ class Pipeline:
             return calls[0]
 
         work = probe_step_work(trace_once)
-        out_bytes = sum(_block_bytes(o) for o in outs)
+        out_bytes = sum(block_bytes(o) for o in outs)
         sizes = [as_index(g, "a pipeline grid size").static for g in self.grid]
         steps = None if None in sizes else math.prod(sizes)
         problem = PipelineProblem(
-            step_bytes=sum(_block_bytes(o) for o in ins), flops_per_step=work.flops,
+            step_bytes=sum(block_bytes(o) for o in ins), flops_per_step=work.flops,
             dtype=work.dtype, other_smem_bytes=active().smem.top + out_bytes, steps=steps,
             epilogue_bytes=out_bytes)
         schedule = plan_pipeline(problem, stages=self.max_concurrent_steps)
@@ -178,8 +179,9 @@ def _entries(ins: list[Operand], outs: list[Operand], stages: int) -> list:
     return entries + ([Barriers(stages)] if ins else [])
 
 
-def _block_bytes(operand: Operand) -> int:
-    return math.prod(operand.spec.buffer_shape) * np.dtype(operand.ref.dtype).itemsize
+def block_bytes(operand: Operand) -> int:
+    """Bytes of one block in memory (4-bit elements two per byte)."""
+    return int(math.prod(operand.spec.buffer_shape) * memory_bytes(operand.ref.dtype))
 
 
 def _fits(entries: list) -> bool:
@@ -193,11 +195,11 @@ def _fits(entries: list) -> bool:
 
 
 def bind_operands(refs: Sequence[object], in_specs: Sequence[BlockSpec],
-                  out_specs: Sequence[BlockSpec], grid_rank: int, *, ragged: bool = False
+                  out_specs: Sequence[BlockSpec], grid_rank: int
                   ) -> tuple[list[Operand], list[Operand]]:
-    """Pair the refs with their specs: global refs that the blocks divide (or, `ragged`,
-    whose edge blocks may hang over, when TMA zero-fills them), and index maps that take
-    one index per grid dim."""
+    """Pair the refs with their specs: global refs of the blocks' rank (edge blocks may hang
+    over an array's end: TMA loads fill the outside with zeros and stores clip it), and
+    index maps that take one index per grid dim."""
     specs = [*in_specs, *out_specs]
     if len(refs) != len(specs):
         raise user_error(TypeError, f"the pipeline has {len(in_specs)} in_specs and "
@@ -212,10 +214,9 @@ def bind_operands(refs: Sequence[object], in_specs: Sequence[BlockSpec],
                                         f"kernel argument), got {ref!r}")
         label = f"{kind}[{index}] ({ref.name}, {spec!r})"
         shape, block = ref.shape, spec.block_shape
-        if len(shape) != len(block) or (not ragged and any(
-                s % (b or 1) for s, b in zip(shape, block, strict=False))):
-            raise user_error(ValueError, f"{label}: block shape {block} does not divide "
-                                         f"{ref.name}'s shape {shape}")
+        if len(shape) != len(block):
+            raise user_error(ValueError, f"{label}: block shape {block} has {len(block)} dims, "
+                                         f"{ref.name}'s shape {shape} has {len(shape)}")
         try:
             inspect.signature(spec.index_map).bind(*range(grid_rank))
         except TypeError:
@@ -317,12 +318,19 @@ class _Emitter:
             async_copy(operand.window(indices), staged[stage], barrier)
 
     def _changed(self, operand: Operand, i: Index) -> Condition:
-        """Whether the operand's block index differs between steps i and i + 1."""
-        now, following = (operand.block_index(unravel(s, self.grid)) for s in (i, i + 1))
+        """Whether the operand's block index differs between steps i and i + 1, both clamped
+        to the steps (False past either end): an index map may read a table, which must not
+        be read at step -1 or `steps`."""
+        now, following = (operand.block_index(unravel(self._clamped(s), self.grid))
+                          for s in (i, i + 1))
         result: Condition = False
         for a, b in zip(now, following, strict=True):
             result = _or(result, a != b)
         return result
+
+    def _clamped(self, step: Index) -> Index:
+        """`step` within [0, steps - 1] (no op where its bounds already say so)."""
+        return minimum(maximum(step, 0), self.steps - 1)
 
     @staticmethod
     def _guarded(condition: Condition, emit: Callable[[], None]) -> None:
@@ -435,7 +443,8 @@ def emit_pipeline(body: Callable[..., Carry], *, grid: IndexLike | Sequence[Inde
     last step that writes it (when its block index changes, and at the end). `last_step`,
     with the body's signature, replaces it on the final step (e.g. attention's masked
     diagonal tile): the loop holds only the body, and the final step's blocks are loaded
-    ahead like any other's."""
+    ahead like any other's. It runs whatever the step count, so a grid known only at run
+    time must then have at least one step (the carry cannot skip it)."""
     grid = check_arguments("emit_pipeline", body, grid, (("in_specs", in_specs),
                                                          ("out_specs", out_specs)),
                            max_concurrent_steps)

@@ -29,7 +29,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from jaxlib.mlir import ir
 
 from smalti.dsl.control import Carry, fori
@@ -39,6 +38,7 @@ from smalti.dsl.pipeline import (
     Operand,
     StepFn,
     bind_operands,
+    block_bytes,
     check_arguments,
     check_budget,
     for_each_step,
@@ -105,7 +105,7 @@ class WarpSpecializedPipeline:
             raise user_error(ValueError, "emit_pipeline_warp_specialized needs a kernel of a "
                                          "producer and one or more consumer warpgroups "
                                          "(@sd.kernel(..., warpgroups=3))")
-        ins, _ = bind_operands(refs, self.in_specs, (), self.step_dims, ragged=True)
+        ins, _ = bind_operands(refs, self.in_specs, (), self.step_dims)
         for operand in ins:
             if operand.spec.squeezes:
                 raise user_error(ValueError, f"{operand.label}: squeezed dims (None in "
@@ -144,8 +144,7 @@ class WarpSpecializedPipeline:
         """The given stage count, checked by the pipeline model, in `smalti.schedule`."""
         sizes = [as_index(g, "a pipeline grid size").static for g in self.grid]
         problem = PipelineProblem(
-            step_bytes=sum(math.prod(o.spec.block_shape) * np.dtype(o.ref.dtype).itemsize
-                           for o in ins),
+            step_bytes=sum(block_bytes(o) for o in ins),
             flops_per_step=work.flops, dtype=work.dtype, other_smem_bytes=other_smem,
             steps=None if None in sizes else math.prod(sizes), warp_specialized=True)
         record_pipeline(plan_pipeline(problem, stages=self.max_concurrent_steps),

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import vector
+from jaxlib.mlir.dialects import arith, vector
 
-from smalti.dialect.checks import is_smem_type
+from smalti.dialect.checks import is_gmem_type, is_smem_type
 from smalti.dialect.ops import VectorLoadOp, VectorStoreOp
+from smalti.dialect.ops_dynamic import LoadScalarOp, MaskedLoadOp, MaskedStoreOp
 from smalti.dsl.array import Array, Shape, scalar_array, vector_type
-from smalti.dsl.dtypes import memory_bytes, numpy_dtype
+from smalti.dsl.dtypes import bit_width, memory_bytes, numpy_dtype
 from smalti.dsl.index import Index, as_index
 from smalti.dsl.locations import user_error
 from smalti.dsl.trace import create, dsl_entry, emit_value
@@ -198,25 +199,172 @@ class Ref:
         if value.dtype != self.dtype:
             raise user_error(TypeError, f"{verb} a {value.dtype.name} array into {self.name} "
                                         f"of dtype {self.dtype.name}; cast it with .astype")
-        if value.shape != window.shape:
-            value = value.broadcast_to(window.shape)
-        if window.shape == window.sizes:
-            return value.value
-        return emit_value(vector.ShapeCastOp, [value.value],
-                          vector_type(window.sizes, self.dtype))
+        return full_rank(window, value)
 
-    @dsl_entry(VectorLoadOp)
-    def __getitem__(self, key: object) -> Array:
-        window = self.window(key, accessed=True)
+    @dsl_entry(VectorLoadOp, LoadScalarOp)
+    def __getitem__(self, key: object) -> Array | Index:
+        """`ref[i:i + 128, :]` loads an Array; an integer or Index in every dim (`table[b, k]`)
+        reads one element of an int32 global ref at run time, as an Index."""
+        scalar_key = self._scalar_key(key)
+        if scalar_key is not None:
+            return self._load_scalar(scalar_key)
+        return self.load_window(self.window(key, accessed=True))
+
+    @dsl_entry(VectorStoreOp)
+    def __setitem__(self, key: object, value: object) -> None:
+        self.store_window(self.window(key, accessed=True), value)
+
+    def load_window(self, window: Window) -> Array:
+        """`window` (checked) loaded into registers (smalti.vector_load)."""
         indices = [s.materialize() for s in window.starts]
         loaded = create(VectorLoadOp, source=self._value, indices=indices,
                         result_types=[vector_type(window.sizes, self.dtype)]).result
         return self.loaded(window, loaded)
 
-    @dsl_entry(VectorStoreOp)
-    def __setitem__(self, key: object, value: object) -> None:
-        window = self.window(key, accessed=True)
+    def store_window(self, window: Window, value: object) -> None:
+        """`value` stored into `window` (checked) (smalti.vector_store)."""
         stored = self.stored(window, value)
         indices = [s.materialize() for s in window.starts]
         create(VectorStoreOp, value=stored, destination=self._value, indices=indices)
 
+    def _scalar_key(self, key: object) -> tuple | None:
+        """The key if it indexes every dim with an integer or an Index (a scalar), else None."""
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) != self.ndim or any(isinstance(k, slice) or k is Ellipsis or k is None
+                                        for k in key):
+            return None
+        return key
+
+    def _load_scalar(self, key: tuple) -> Index:
+        """One element read at run time (smalti.load_scalar, then arith.index_cast): the same
+        address in every thread, so a value the warpgroup may branch on."""
+        if not is_gmem_type(self._value.type):
+            raise user_error(TypeError, f"indexing every dim of {self.name} gives a scalar; "
+                                        "only global refs (kernel arguments) give run-time "
+                                        "scalars: keep at least one dim (a slice)")
+        if self.dtype not in SCALAR_DTYPES:
+            raise user_error(TypeError, f"{self.name}[...] reads a run-time index, which must "
+                                        f"be int32 or int64; {self.name} is {self.dtype.name}")
+        indices = []
+        for dim, (k, size) in enumerate(zip(key, self.shape, strict=True)):
+            index = as_index(k, f"an index of {self.name}")
+            if index.static is not None:
+                position = index.static + size if index.static < 0 else index.static
+                if not 0 <= position < size:
+                    raise user_error(IndexError, f"index {index.static} is out of bounds for "
+                                                 f"dim {dim} of {self.name} of shape "
+                                                 f"{self.shape}")
+                index = Index((), position)
+            # A traced index is not checked against its range while tracing: a pipeline's
+            # index map reads steps ahead under a guard (`step < steps`) that its range
+            # does not know; a read out of bounds at run time faults in the simulator.
+            indices.append(index.materialize())
+        element = create(LoadScalarOp, source=self._value, indices=indices,
+                         result_types=[ir.MemRefType(self._value.type).element_type]).result
+        return Index.of(emit_value(arith.IndexCastOp, [element], ir.IndexType.get()))
+
+
+SCALAR_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))  # what ref[i, j] reads as an Index
+
+
+def full_rank(window: Window, value: Array) -> ir.Value:
+    """`value` broadcast to `window`'s shape, as the vector of its full rank (with the dims
+    integer indices dropped) that the memory ops of the window take."""
+    if value.shape != window.shape:
+        value = value.broadcast_to(window.shape)
+    if window.shape == window.sizes:
+        return value.value
+    return emit_value(vector.ShapeCastOp, [value.value], vector_type(window.sizes, value.dtype))
+
+
+MASKED_BITS = (16, 32, 64)  # the element widths masked accesses move
+
+
+def _view(view: object, what: str) -> RefView:
+    """A RefView (a whole Ref is its window `ref.at[...]`); a located TypeError otherwise."""
+    if isinstance(view, Ref):
+        return view.at[...]
+    if not isinstance(view, RefView):
+        raise user_error(TypeError, f"{what} takes a window of a ref (`ref.at[rows, cols]`), "
+                                    f"got {type(view).__name__}")
+    return view
+
+
+def _inside(view: RefView, what: str) -> None:
+    """A located IndexError unless an unmasked access of `view` lies inside its ref (`.at`
+    lets a global window hang over the end, for TMA and for masked accesses)."""
+    ref, window = view.ref, view.window
+    for dim, (start, length) in enumerate(zip(window.starts, window.sizes, strict=True)):
+        if start.static is not None and start.static + length > ref.shape[dim]:
+            raise user_error(IndexError, f"{what} without a mask: window [{start.static}, "
+                                         f"{start.static + length}) of dim {dim} hangs over "
+                                         f"the end of {ref.name} of shape {ref.shape}; give "
+                                         "a mask that is false past the end")
+    ref.check_reach(window)
+
+
+def _masked(view: RefView, mask: object, what: str) -> ir.Value:
+    """The mask of a masked access of `view`, checked, as the vector of the window's full
+    rank; a located error for a ref or a dtype masked accesses do not take."""
+    ref = view.ref
+    if not is_gmem_type(ref.value.type):
+        raise user_error(TypeError, f"{what} with a mask takes a window of a global ref (a "
+                                    f"kernel argument); {ref.name} is not one")
+    if bit_width(ref.dtype) not in MASKED_BITS:
+        raise user_error(TypeError, f"{what} with a mask moves 16-, 32- or 64-bit elements; "
+                                    f"{ref.name} is {ref.dtype.name}")
+    if not isinstance(mask, Array) or mask.dtype != np.bool_:
+        got = mask.dtype.name if isinstance(mask, Array) else type(mask).__name__
+        raise user_error(TypeError, f"{what}'s mask must be a bool Array (a comparison such as "
+                                    f"`rows < n`), got {got}")
+    try:
+        fits = np.broadcast_shapes(mask.shape, view.window.shape) == view.window.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise user_error(ValueError, f"{what}'s mask of shape {mask.shape} does not broadcast "
+                                     f"to the window's shape {view.window.shape} (a row mask "
+                                     f"is `rows[:, None] < n`)")
+    return full_rank(view.window, mask)
+
+
+@dsl_entry(MaskedLoadOp)
+def load(view: RefView | Ref, *, mask: Array | None = None, other: object = 0) -> Array:
+    """The window `view` (`ref.at[...]`) loaded into registers; with `mask` (a bool Array of
+    the window's shape, or broadcastable to it, such as `rows[:, None] < n`), only where the
+    mask holds: elsewhere the result is `other` (a number, an Index or an Array) and memory
+    is not read, so a window of a global ref may hang over the ref's end where it is masked.
+    Without a mask it is `ref[...]` of the window (which must then lie inside the ref)."""
+    view = _view(view, "load")
+    ref, window = view.ref, view.window
+    if mask is None:
+        _inside(view, "load")
+        return ref.load_window(window)
+    predicate = _masked(view, mask, "load")
+    if isinstance(other, Array) and other.dtype != ref.dtype:
+        raise user_error(TypeError, f"load's other is {other.dtype.name}, {ref.name} is "
+                                    f"{ref.dtype.name}; cast it with .astype")
+    fallback = ref.stored(window, other, "loading")
+    indices = [s.materialize() for s in window.starts]
+    loaded = create(MaskedLoadOp, source=ref.value, mask=predicate, other=fallback,
+                    indices=indices, result_types=[vector_type(window.sizes, ref.dtype)])
+    return ref.loaded(window, loaded.result)
+
+
+@dsl_entry(MaskedStoreOp)
+def store(view: RefView | Ref, value: object, *, mask: Array | None = None) -> None:
+    """`value` (an Array broadcastable to the window, or a number) stored into the window
+    `view` (`ref.at[...]`); with `mask`, only where it holds: the other elements of memory
+    are not written, so a window of a global ref may hang over its end where it is masked.
+    Without a mask it is `ref[...] = value` of the window (which must lie inside the ref)."""
+    view = _view(view, "store")
+    ref, window = view.ref, view.window
+    if mask is None:
+        _inside(view, "store")
+        ref.store_window(window, value)
+        return
+    predicate = _masked(view, mask, "store")
+    stored = ref.stored(window, value)
+    indices = [s.materialize() for s in window.starts]
+    create(MaskedStoreOp, value=stored, destination=ref.value, mask=predicate,
+           indices=indices)

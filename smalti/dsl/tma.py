@@ -51,9 +51,14 @@ def _transfer_operands(view: RefView, smem: Ref, verb: str
         raise user_error(TypeError, f"{verb} between {gmem.name} ({gmem.dtype.name}) and "
                                     f"{smem.name} ({smem.dtype.name}): dtypes differ")
     if view.window.shape != smem.shape:
+        shorter = len(gmem.shape) == len(smem.shape) and any(
+            g < s for g, s in zip(gmem.shape, smem.shape, strict=True))
+        hint = (f" (a window may hang over {gmem.name}'s end, which TMA fills with zeros on "
+                f"loads and clips on stores: give it {smem.name}'s shape, like "
+                f"{gmem.name}.at[{', '.join(f'0:{n}' for n in smem.shape)}])" if shorter else "")
         raise user_error(ValueError, f"{verb}: the window of {gmem.name} has shape "
                                      f"{view.window.shape} but {smem.name} has shape "
-                                     f"{smem.shape}")
+                                     f"{smem.shape}{hint}")
     lengths = None
     if not all(view.window.kept):
         lengths = tuple(n if keep else -1 for n, keep in zip(view.window.sizes,

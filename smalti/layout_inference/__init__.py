@@ -1,5 +1,6 @@
 """Layout inference: an equation system over vector values, solved exactly and explained."""
 
+from smalti.layout_inference import custom_rules  # noqa: F401  (registers its rules)
 from smalti.layout_inference.equations import (
     AllowedKinds,
     Derived,

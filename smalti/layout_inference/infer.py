@@ -25,6 +25,7 @@ from smalti.layout_inference.materialise import merge_equal, split_per_user
 from smalti.layout_inference.report import describe, diagnose, note
 from smalti.layout_inference.rules import RULES, RuleContext, is_smem_ref, is_vector, needs_variable
 from smalti.layout_inference.solver import Solution, Unsatisfiable, solve_explained
+from smalti.layout_inference.widening import apply_bitwidth_rule
 
 INFERRED = "inferred"  # on a layout_cast inference inserted: the kind of its relayout
 RELAYOUT_KINDS = {"registers": "in registers", "shuffles": "by shuffles within warps",
@@ -185,6 +186,7 @@ def _add_constraints(ctx: RuleContext, op: ir.Operation) -> None:
     verify_op(op)  # rules read fields: malformed ops stop here, located
     ctx.op = op.opview
     rule(ctx, ctx.op)
+    apply_bitwidth_rule(ctx, op)
     if "out_layouts" in op.attributes:  # a previous run or the user fixed these
         try:
             layouts = attr_to_layouts(op.attributes["out_layouts"])

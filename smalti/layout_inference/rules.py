@@ -31,6 +31,7 @@ from smalti.dialect.ops_collective import (
 )
 from smalti.dialect.ops_compute import BroadcastInDimOp, IotaOp, OptimizationBarrierOp
 from smalti.dialect.ops_debug import DebugPrintOp
+from smalti.dialect.ops_dynamic import LoadScalarOp, MaskedLoadOp, MaskedStoreOp
 from smalti.dialect.ops_inline import InlinePtxOp
 from smalti.dialect.ops_launch_control import RoleTilesOp
 from smalti.dialect.ops_memory import (
@@ -252,6 +253,28 @@ def _memory_access(ctx: RuleContext, value: ir.Value, verb: str,
     if strided is not None:
         ctx.hint(value, strided, PREFERRED, f"{name} prefers wide strided accesses")
     ctx.allow(value, MEMORY_LAYOUT_KINDS, f"{name} {verb} a distributed layout, not a splat")
+
+
+@rule(LoadScalarOp)
+def _load_scalar(ctx: RuleContext, op: LoadScalarOp) -> None:
+    """A scalar read from global memory has no layout: it constrains nothing."""
+    del ctx, op
+
+
+@rule(MaskedLoadOp)
+def _masked_load(ctx: RuleContext, op: MaskedLoadOp) -> None:
+    """As vector_load; the mask and `other` take the result's layout (one predicate and one
+    fallback element per loaded element, in the same registers)."""
+    _memory_access(ctx, op.result, "loads", "masked_load")
+    ctx.equal(op.mask, op.result, "a masked load's mask has its result's layout")
+    ctx.equal(op.other, op.result, "a masked load's 'other' has its result's layout")
+
+
+@rule(MaskedStoreOp)
+def _masked_store(ctx: RuleContext, op: MaskedStoreOp) -> None:
+    """As vector_store; the mask takes the stored value's layout."""
+    _memory_access(ctx, op.value, "stores", "masked_store")
+    ctx.equal(op.mask, op.value, "a masked store's mask has its value's layout")
 
 
 @rule(LayoutCastOp)

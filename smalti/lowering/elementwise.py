@@ -66,8 +66,10 @@ FLOAT_VIA_F32: dict[type[ir.OpView], F32Computation] = {
     math_ops.SqrtOp: _f32("sqrt.rn"),
     math_ops.RsqrtOp: _f32("rsqrt.approx"),
     math_ops.TanhOp: _f32("tanh.approx"),
-    math_ops.ExpOp: _scaled("ex2.approx", LOG2_E, None),
-    math_ops.Exp2Op: _f32("ex2.approx"),
+    # .ftz: one MUFU.EX2 (without it ptxas adds a range check and two scalings around it);
+    # results below 2^-126 become 0, as XLA flushes f32 subnormals on GPUs
+    math_ops.ExpOp: _scaled("ex2.approx.ftz", LOG2_E, None),
+    math_ops.Exp2Op: _f32("ex2.approx.ftz"),
     math_ops.LogOp: _scaled("lg2.approx", None, LN_2),
     math_ops.Log2Op: _f32("lg2.approx"),
     math_ops.FloorOp: float_math.rounded("rmi"),

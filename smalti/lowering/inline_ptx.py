@@ -1,4 +1,5 @@
-"""Lowering of smalti.inline_ptx: the user's PTX text, once per register group, in a scope."""
+"""Lowering of smalti.inline_ptx: the user's PTX text, once per register group (once per
+thread in a custom_primitive body), in a scope."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from smalti.lowering.registry import lowering_rule
 from smalti.lowering.values import (
     ElementType,
     FragmentedArray,
+    ScalarValue,
+    element_type,
     elements_per_register,
     fragment_geometry,
     register_type,
     vector_element_type,
 )
-from smalti.ptx import Register
+from smalti.ptx import Immediate, Register
 from smalti.ptx.module import register_class
 
 
@@ -33,6 +36,21 @@ def _as(ctx: LoweringContext, register: Register, constraint: Constraint) -> Reg
     if register.type == register_class(constraint.ptx_type):
         return register
     return ctx.builder.compute(f"mov.b{constraint.bits}", constraint.ptx_type, register)
+
+
+def _scalar_source(ctx: LoweringContext, value: ScalarValue, constraint: Constraint
+                   ) -> Register:
+    """A scalar operand in a register of the constraint's class: an immediate moved in, an
+    index read as its low 32 bits for 'r'."""
+    b = ctx.builder
+    operand = value.operand
+    if isinstance(operand, Immediate):
+        if isinstance(operand.value, float):
+            return b.compute(f"mov.{constraint.ptx_type}", constraint.ptx_type, operand)
+        return b.compute(f"mov.b{constraint.bits}", constraint.ptx_type, operand)
+    if value.type.bits == 64 and constraint.bits == 32:
+        return b.compute("cvt.u32.u64", "b32", operand)
+    return _as(ctx, operand, constraint)
 
 
 def _regroup(ctx: LoweringContext, element: ElementType, registers: list[Register],
@@ -54,9 +72,28 @@ def substitute(text: str, names: list[str]) -> str:
 @lowering_rule(InlinePtxOp)
 def _inline_ptx(ctx: LoweringContext, op: InlinePtxOp) -> None:
     """Each group of `pack` elements: the operands' registers (moved to the constraint's
-    class where they differ), fresh result registers, the text with `$i` replaced."""
-    pack = op.pack
+    class where they differ; a scalar's in every group), fresh result registers, the text
+    with `$i` replaced. Without vectors (a custom_primitive body): once, on scalars."""
     constraints = parse_constraints(op.constraints)
+    outputs = list(op.outputs)
+    inputs = constraints[len(outputs):]
+    if not any(isinstance(v.type, ir.VectorType) for v in [*outputs, *op.values]):
+        sources = [_scalar_source(ctx, ctx.scalar(op, v), c)
+                   for v, c in zip(op.values, inputs, strict=True)]
+        results = [ctx.builder.reg(c.ptx_type) for c in constraints[:len(outputs)]]
+        ctx.builder.inline(substitute(op.ptx, [r.name for r in results + sources]))
+        for value, result in zip(outputs, results, strict=True):
+            element = element_type(value.type)
+            if result.type != register_class(element.scalar):
+                result = ctx.builder.compute(f"mov.b{element.bits}", element.scalar, result)
+            ctx.set(value, ScalarValue(result, element))
+        return
+    _inline_vectors(ctx, op, constraints)
+
+
+def _inline_vectors(ctx: LoweringContext, op: InlinePtxOp, constraints: list[Constraint]
+                    ) -> None:
+    pack = op.pack
     outputs = list(op.outputs)
     layout = layouts_of(op, "out_layouts", len(outputs))[0]
     shape = tuple(ir.VectorType(outputs[0].type).shape)
@@ -64,18 +101,24 @@ def _inline_ptx(ctx: LoweringContext, op: InlinePtxOp) -> None:
     if count * length % pack:
         raise error_at(op, f"layout {layout} gives each thread {count * length} elements, "
                            f"not a multiple of pack = {pack}")
-    operands = [ctx.array(op, v) for v in op.values]
-    for i, array in enumerate(operands):
+    groups_per_thread = count * length // pack
+    inputs: list[list[Register]] = []
+    for i, (value, constraint) in enumerate(zip(op.values, constraints[len(outputs):],
+                                                strict=True)):
+        if not isinstance(value.type, ir.VectorType):
+            inputs.append([_scalar_source(ctx, ctx.scalar(op, value), constraint)]
+                          * groups_per_thread)
+            continue
+        array = ctx.array(op, value)
         if array.layout != layout:
             raise error_at(op, f"operand #{i} has layout {array.layout} but the results have "
                                f"{layout}; run smalti-infer-layouts or insert a layout_cast")
-    inputs = [_groups(ctx, a, pack) for a in operands]
+        inputs.append([_as(ctx, r, constraint) for r in _groups(ctx, array, pack)])
     elements = [vector_element_type(ir.VectorType(r.type).element_type) for r in outputs]
     b = ctx.builder
     produced: list[list[Register]] = [[] for _ in outputs]
-    for g in range(count * length // pack):
-        sources = [_as(ctx, groups[g], c)
-                   for groups, c in zip(inputs, constraints[len(outputs):], strict=True)]
+    for g in range(groups_per_thread):
+        sources = [groups[g] for groups in inputs]
         results = [b.reg(c.ptx_type) for c in constraints[:len(outputs)]]
         b.inline(substitute(op.ptx, [r.name for r in results + sources]))
         for groups, result, element in zip(produced, results, elements, strict=True):

@@ -10,7 +10,9 @@ instructions; constant operands fold.
 Results MLIR leaves undefined, and what smalti gives:
 - division (div, rem, ceildiv, floordiv) by zero, and the signed ones of the most negative
   value by -1: undefined behaviour in MLIR; the lowering emits PTX's `div`/`rem`, whose
-  result is unspecified there (the simulator gives all ones and the dividend);
+  result is unspecified there (the simulator gives all ones and the dividend). By a
+  constant power of two it emits shifts and masks instead (ptxas keeps a `div` by a
+  constant a division routine: a call for 64 bits);
 - shifts by the bit width or more (poison in MLIR): PTX clamps the amount, so shli and
   shrui give 0 and shrsi the sign (0 or -1), as numpy's `<<` and `>>` do; amounts are read
   unsigned, so a negative amount is a large one.
@@ -96,6 +98,58 @@ def _ceildivui(b: KernelBuilder, w: int, xs: list[Operand]) -> Register:
     return _adjusted(b, w, q, inexact, 1)
 
 
+def _power_of_two(divisor: Operand) -> int | None:
+    """k when `divisor` is the constant 2^k (k >= 0), else None."""
+    if not isinstance(divisor, Immediate):
+        return None
+    value = int(divisor.value)
+    return value.bit_length() - 1 if value > 0 and value & (value - 1) == 0 else None
+
+
+def _truncating_bias(b: KernelBuilder, w: int, a: Operand, k: int) -> Register:
+    """a plus 2^k - 1 when a is negative (else a): shifted right by k arithmetically, the
+    quotient rounded toward zero."""
+    if k == 0:
+        return a
+    sign = b.compute(f"shr.s{w}", f"b{w}", a, w - 1)  # 0 or -1
+    return b.compute(f"add.s{w}", f"b{w}", a, b.compute(f"shr.u{w}", f"b{w}", sign, w - k))
+
+
+def _quotient_by_shift(how: str) -> Callable[[KernelBuilder, int, Operand, int], Register]:
+    """a / 2^k rounded as `how` says ("floor", "trunc", "ceil"), signed, with shifts: ptxas
+    keeps `div` by a constant a division routine (a call, for 64 bits). (Unsigned `div` and
+    `rem` by 2^k the PTX builder reduces itself.)"""
+    def emit(b: KernelBuilder, w: int, a: Operand, k: int) -> Register:
+        match how:
+            case "floor":
+                return b.compute(f"shr.s{w}", f"b{w}", a, k)
+            case "trunc":
+                return b.compute(f"shr.s{w}", f"b{w}", _truncating_bias(b, w, a, k), k)
+            case _:  # ceil: the floor, plus one when bits below 2^k are set
+                floor = b.compute(f"shr.s{w}", f"b{w}", a, k)
+                if k == 0:
+                    return floor
+                low = b.compute(f"and.b{w}", f"b{w}", a, (1 << k) - 1)
+                return _adjusted(b, w, floor, b.compute(f"setp.ne.b{w}", "pred", low, 0), 1)
+    return emit
+
+
+def _by_power_of_two(general: Emit, how: str) -> Emit:
+    """`general`, or shifts and masks when the divisor is the constant 2^k: signed quotients
+    rounded as `how` says (`_quotient_by_shift`), or the truncated remainder ("rem")."""
+    def emit(b: KernelBuilder, w: int, xs: list[Operand]) -> Register:
+        a, c = xs
+        k = _power_of_two(c)
+        if k is None:
+            return general(b, w, xs)
+        if how == "rem":  # a - trunc(a / 2^k) * 2^k
+            rounded = b.compute(f"and.b{w}", f"b{w}", _truncating_bias(b, w, a, k),
+                                -(1 << k))
+            return b.compute(f"sub.s{w}", f"b{w}", a, rounded)
+        return _quotient_by_shift(how)(b, w, a, k)
+    return emit
+
+
 def _amount(b: KernelBuilder, w: int, amount: Operand) -> Operand:
     """A shift amount as PTX's .u32 operand, read unsigned and clamped (a 64-bit amount of
     2^32 must not become 0)."""
@@ -151,17 +205,21 @@ INTEGER_OPS: dict[type[ir.OpView], IntegerOp] = {
                              lambda n, a, c: max(a % (1 << n), c % (1 << n))),
     arith.MinUIOp: IntegerOp(("u", "u"), _binary("min.{u}"),
                              lambda n, a, c: min(a % (1 << n), c % (1 << n))),
-    arith.DivSIOp: IntegerOp(("s", "s"), _binary("div.{s}"), lambda n, a, c: _truncated(a, c)),
-    arith.RemSIOp: IntegerOp(("s", "s"), _binary("rem.{s}"), lambda n, a, c: _signed_rem(a, c)),
+    arith.DivSIOp: IntegerOp(("s", "s"), _by_power_of_two(_binary("div.{s}"), "trunc"),
+                             lambda n, a, c: _truncated(a, c)),
+    arith.RemSIOp: IntegerOp(("s", "s"), _by_power_of_two(_binary("rem.{s}"), "rem"),
+                             lambda n, a, c: _signed_rem(a, c)),
     arith.DivUIOp: IntegerOp(("u", "u"), _binary("div.{u}"),
                              lambda n, a, c: _floor_div(a % (1 << n), c % (1 << n))),
     arith.RemUIOp: IntegerOp(("u", "u"), _binary("rem.{u}"),
                              lambda n, a, c: None if c % (1 << n) == 0
                              else a % (1 << n) % (c % (1 << n))),
-    arith.CeilDivSIOp: IntegerOp(("s", "s"), _ceildivsi, lambda n, a, c: _ceil_div(a, c)),
+    arith.CeilDivSIOp: IntegerOp(("s", "s"), _by_power_of_two(_ceildivsi, "ceil"),
+                                 lambda n, a, c: _ceil_div(a, c)),
     arith.CeilDivUIOp: IntegerOp(("u", "u"), _ceildivui,
                                  lambda n, a, c: _ceil_div(a % (1 << n), c % (1 << n))),
-    arith.FloorDivSIOp: IntegerOp(("s", "s"), _floordivsi, lambda n, a, c: _floor_div(a, c)),
+    arith.FloorDivSIOp: IntegerOp(("s", "s"), _by_power_of_two(_floordivsi, "floor"),
+                                  lambda n, a, c: _floor_div(a, c)),
     arith.ShLIOp: IntegerOp(("", "u"), _shift("shl.{b}"),
                             lambda n, a, c: 0 if c % (1 << n) >= n else a << (c % (1 << n))),
     arith.ShRSIOp: IntegerOp(("s", "u"), _shift("shr.{s}"),

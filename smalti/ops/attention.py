@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -54,9 +55,10 @@ def _smem(q: object, k: object, v: object) -> list[object]:
 
 @functools.cache
 def _forward(scale: float, causal: bool, kv_len: int) -> sd.Kernel:
-    """The forward kernel for one scale, causality and key/value length (K and V arrive
-    padded to whole tiles; keys from kv_len on are masked). Causal kernels take a query no
-    longer than the keys (`_attention` splits the rest off)."""
+    """The forward kernel for one scale, causality and key/value length (the last K/V tile
+    may hang over the keys' end: TMA fills it with zeros and the keys from kv_len on are
+    masked). Causal kernels take a query no longer than the keys (`_attention` splits the
+    rest off)."""
     exp2_scale = scale * LOG2_E  # exp(x * scale) = exp2(x * exp2_scale)
     tail = kv_len % BLOCK_KV  # valid keys of the last K/V tile, 0 if it is whole
 
@@ -65,7 +67,7 @@ def _forward(scale: float, causal: bool, kv_len: int) -> sd.Kernel:
                "dot_product_attention_fwd")
     def kernel(q_ref, k_ref, v_ref, o_ref, lse_ref, q_bar, q_smem):
         _, q_len, heads, head_dim = q_ref.shape
-        kv_tiles, kv_heads = k_ref.shape[1] // BLOCK_KV, k_ref.shape[2]
+        kv_tiles, kv_heads = -(-k_ref.shape[1] // BLOCK_KV), k_ref.shape[2]
         q_block, head, batch = sd.program_id(0), sd.program_id(1), sd.program_id(2)
         kv_head = head // (heads // kv_heads)
         rows = q_block * BLOCK_Q
@@ -80,7 +82,7 @@ def _forward(scale: float, causal: bool, kv_len: int) -> sd.Kernel:
             if masked:
                 key = sd.iota((BLOCK_Q, BLOCK_KV), dimension=1)
                 # causal: the diagonal tile, key <= query (a real query row never reaches a
-                # padded key: its keys end at its row, below the query length <= kv_len)
+                # key past kv_len: its keys end at its row, below the query length <= kv_len)
                 visible = key <= sd.iota((BLOCK_Q, BLOCK_KV), dimension=0) if causal \
                     else key < tail
                 s = sd.where(visible, s, -math.inf)
@@ -116,21 +118,14 @@ def _forward(scale: float, causal: bool, kv_len: int) -> sd.Kernel:
     return kernel
 
 
-def _pad_tiles(x: jax.Array) -> jax.Array:
-    """K or V with its sequence axis padded with zeros to whole K/V tiles (the pipeline's
-    blocks divide its arrays; the padded keys are masked in the kernel)."""
-    return jnp.pad(x, ((0, 0), (0, -x.shape[1] % BLOCK_KV), (0, 0), (0, 0)))
-
-
 def _run(query: jax.Array, key: jax.Array, value: jax.Array, scale: float, causal: bool
          ) -> tuple[jax.Array, jax.Array]:
-    """One kernel launch: O and the log-sum-exp as [batch, heads, q_len]. A query shorter
-    than one tile is padded to one (TMA windows may hang over a dim's end, not exceed it)."""
+    """One kernel launch: O and the log-sum-exp as [batch, heads, q_len]. Tiles hanging over
+    the query's or the keys' end need no padding: TMA fills them with zeros (masked keys,
+    rows nobody keeps) and clips O's store."""
     batch, q_len, heads, _ = query.shape
-    padded = jnp.pad(query, ((0, 0), (0, max(BLOCK_Q - q_len, 0)), (0, 0), (0, 0)))
-    out, lse = _forward(scale, causal, key.shape[1])(padded, _pad_tiles(key), _pad_tiles(value))
-    lse = lse.reshape(batch, heads, _q_blocks(padded.shape[1]) * BLOCK_Q)[:, :, :q_len]
-    return out[:, :q_len], lse
+    out, lse = _forward(scale, causal, key.shape[1])(query, key, value)
+    return out, lse.reshape(batch, heads, _q_blocks(q_len) * BLOCK_Q)[:, :, :q_len]
 
 
 def _attention(query: jax.Array, key: jax.Array, value: jax.Array, scale: float,
@@ -200,7 +195,7 @@ def _check(query: object, key: object, value: object, scale: object, is_causal: 
         raise ValueError(f"{op}: is_causal must be a Python bool, got {is_causal!r}")
     if scale is None:
         return 1.0 / math.sqrt(q_shape[3])
-    if (not isinstance(scale, int | float) or isinstance(scale, bool)
+    if (not isinstance(scale, numbers.Real) or isinstance(scale, bool)
             or not 0 < scale < math.inf):
         raise ValueError(f"{op}: scale must be a positive finite Python number (it is "
                          f"compiled into the kernel), got {scale!r}")

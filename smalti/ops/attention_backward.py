@@ -9,9 +9,14 @@ recompute P = exp(scale * Q K^T - lse) tile by tile.
 - dQ: one warpgroup per (64-row Q block, query head, batch), like the forward, streams K and
   V tiles: dQ += dS K.
 
-Causal kernels take a query no longer than the keys (the caller splits the rest off, as the
-forward does); the dK/dV kernel walks the query tiles backwards so the diagonal tile is the
-pipeline's (masked) last step."""
+Nothing is padded: TMA zero-fills the tiles that hang over the end of Q, dO, K or V (such
+rows contribute nothing: a zero dO row and the 0 read for its lse and delta make its P^T dO
+and dS^T zero, and a zero key row's gradients are not stored), and the lse/delta loads and
+the dQ/dK/dV stores of a tile's rows past its sequence's end are masked. Causal kernels take
+a query no longer than the keys (the caller splits the rest off, as the forward does); the
+dK/dV kernel walks the query tiles backwards so the diagonal tile is the pipeline's (masked)
+last step, and each step loads the next tile's lse and delta: only the first tile's (the
+query's last, loaded before the loop) need a mask, so the loop's loads are never predicated."""
 
 from __future__ import annotations
 
@@ -32,11 +37,24 @@ def _tiles(rows: int) -> int:
     return -(-rows // BLOCK)
 
 
-def _pad(x: jax.Array, axis: int) -> jax.Array:
-    """x with `axis` padded with zeros to whole tiles."""
-    widths = [(0, 0)] * x.ndim
-    widths[axis] = (0, -x.shape[axis] % BLOCK)
-    return jnp.pad(x, widths)
+def _tail(first: sd.Index, rows: int) -> sd.Array | None:
+    """Which of the BLOCK rows from `first` lie before `rows` (a sequence's length); None
+    where every tile is whole, so that accesses of whole tiles are not predicated."""
+    return None if rows % BLOCK == 0 else sd.iota(BLOCK) < rows - first
+
+
+def _load_rows(flat: sd.Ref, start: sd.Index, mask: sd.Array | None) -> sd.Array:
+    """flat[start:start + BLOCK] (the flat lse or delta of one (batch, head)'s rows), 0 where
+    `mask` is false (past the run's end: not the next head's rows, nor past the array's)."""
+    view = flat.at[start:start + BLOCK]
+    return sd.load(view) if mask is None else sd.load(view, mask=mask, other=0.0)
+
+
+def _store_rows(view: sd.RefView, value: sd.Array, first: sd.Index, rows: int) -> None:
+    """value stored into the BLOCK-row window `view` starting at row `first`, but for the
+    rows from `rows` (the end of the array's dim) on."""
+    mask = _tail(first, rows)
+    sd.store(view, value, mask=None if mask is None else mask[:, None])
 
 
 def _probabilities(s: sd.Array, lse: sd.Array, exp2_scale: float) -> sd.Array:
@@ -46,17 +64,21 @@ def _probabilities(s: sd.Array, lse: sd.Array, exp2_scale: float) -> sd.Array:
 
 @functools.cache
 def _dkdv(scale: float, causal: bool) -> sd.Kernel:
-    """Per-query-head f32 dK and dV [batch, kv_rows, heads, head_dim] from whole-tile Q, dO
-    [batch, q_rows, heads, head_dim], K, V [batch, kv_rows, kv_heads, head_dim] and the
-    flat f32 lse and delta [batch * heads * q_rows]. Causal: kv_rows == q_rows."""
+    """Per-query-head f32 dK and dV [batch, kv_rows, heads, head_dim] from Q, dO
+    [batch, q_len, heads, head_dim], K, V [batch, kv_len, kv_heads, head_dim] and the flat
+    f32 lse and delta [batch * heads * q_len]. kv_rows is kv_len, or causal the keys up to
+    the query's last tile's end (the later ones no query sees: `_launch` gives them 0)."""
     exp2_scale = scale * LOG2_E
 
+    def kv_rows(q, k) -> int:
+        return min(k.shape[1], _tiles(q.shape[1]) * BLOCK) if causal else k.shape[1]
+
     def grid(q, do, k, v, lse, delta):
-        return k.shape[1] // BLOCK, q.shape[2], q.shape[0]
+        return _tiles(kv_rows(q, k)), q.shape[2], q.shape[0]
 
     def out_shape(q, do, k, v, lse, delta):
         batch, _, heads, head_dim = q.shape
-        grads = jax.ShapeDtypeStruct((batch, k.shape[1], heads, head_dim), F32)
+        grads = jax.ShapeDtypeStruct((batch, kv_rows(q, k), heads, head_dim), F32)
         return grads, grads
 
     def smem(q, do, k, v, lse, delta):
@@ -67,8 +89,8 @@ def _dkdv(scale: float, causal: bool) -> sd.Kernel:
                "dot_product_attention_bwd_dkdv")
     def kernel(q_ref, do_ref, k_ref, v_ref, lse_ref, delta_ref, dk_ref, dv_ref, bar, k_smem,
                v_smem):
-        _, q_rows, heads, head_dim = q_ref.shape
-        q_tiles, kv_heads = q_rows // BLOCK, k_ref.shape[2]
+        _, q_len, heads, head_dim = q_ref.shape
+        q_tiles, kv_heads = _tiles(q_len), k_ref.shape[2]
         kv_block, head, batch = sd.program_id(0), sd.program_id(1), sd.program_id(2)
         kv_head = head // (heads // kv_heads)
         rows = kv_block * BLOCK
@@ -77,20 +99,22 @@ def _dkdv(scale: float, causal: bool) -> sd.Kernel:
         sd.async_copy(v_ref.at[batch, rows:rows + BLOCK, kv_head, :], v_smem, bar[0])
         bar[0].wait(0)
 
-        def q_tile(j: sd.Index) -> sd.Index:
-            """Causal kernels walk the query tiles from the last down to the diagonal."""
-            return q_tiles - 1 - j if causal else j
+        def stats(tile: sd.Index, masked: bool) -> tuple[sd.Array, sd.Array]:
+            """lse (times log2 e) and delta of query tile `tile`'s rows; `masked`: it may be
+            the last, whose rows past the query's end read 0."""
+            first = tile * BLOCK
+            start = (batch * heads + head) * q_len + first
+            mask = _tail(first, q_len) if masked else None
+            return (_load_rows(lse_ref, start, mask) * LOG2_E,
+                    _load_rows(delta_ref, start, mask))
 
-        def fold(indices: tuple[sd.Index, ...], q_block: sd.Ref, do_block: sd.Ref,
-                 grads: Grads, masked: bool) -> Grads:
+        def fold(q_block: sd.Ref, do_block: sd.Ref, grads: Grads, lse: sd.Array,
+                 delta: sd.Array, diagonal: bool) -> Grads:
             """Fold one query tile into (dK, dV)."""
             dk, dv = grads
-            first = ((batch * heads + head) * q_tiles + q_tile(indices[0])) * BLOCK
-            lse = lse_ref[first:first + BLOCK] * LOG2_E
-            delta = delta_ref[first:first + BLOCK]
             s_t = sd.wgmma(sd.zeros((BLOCK, BLOCK)), k_smem, q_block.T)
             p_t = _probabilities(s_t, lse[None, :], exp2_scale)
-            if masked:  # the causal diagonal tile: query >= key
+            if diagonal:  # the causal diagonal tile: query >= key
                 visible = (sd.iota((BLOCK, BLOCK), dimension=1)
                            >= sd.iota((BLOCK, BLOCK), dimension=0))
                 p_t = sd.where(visible, p_t, 0.0)
@@ -100,33 +124,58 @@ def _dkdv(scale: float, causal: bool) -> sd.Kernel:
             dk = sd.wgmma(dk, ds_t.astype(q_ref.dtype), q_block)
             return dk, dv
 
-        def step(indices, q_block, do_block, grads):
-            return fold(indices, q_block, do_block, grads, masked=False)
-
-        def last_step(indices, q_block, do_block, grads):
-            return fold(indices, q_block, do_block, grads, masked=True)
-
-        tile = sd.BlockSpec((None, BLOCK, None, head_dim),
-                            lambda j: (batch, q_tile(j), head, 0))
+        ragged = q_len % BLOCK != 0  # the query's last tile hangs over its end
         start = (sd.zeros((BLOCK, head_dim)), sd.zeros((BLOCK, head_dim)))
-        dk, dv = sd.emit_pipeline(
-            step, grid=(q_tiles - kv_block if causal else q_tiles,), in_specs=[tile, tile],
-            init_carry=start, last_step=last_step if causal else None)(q_ref, do_ref)
-        dk_ref[batch, rows:rows + BLOCK, head, :] = dk * scale
-        dv_ref[batch, rows:rows + BLOCK, head, :] = dv
+        if causal:
+            # From the query's last tile down to the diagonal (the masked last step). Each
+            # step loads the next tile's (whole) lse and delta into the carry, so only the
+            # first tile's, loaded before the loop, are masked.
+            def step(indices, q_block, do_block, carry):
+                *grads, lse, delta = carry
+                grads = fold(q_block, do_block, grads, lse, delta, diagonal=False)
+                if q_tiles == 1:  # traced, never run: the last step is the only one
+                    return *grads, lse, delta
+                return *grads, *stats(q_tiles - 2 - indices[0], masked=False)
+
+            def last_step(indices, q_block, do_block, carry):
+                *grads, lse, delta = carry
+                return *fold(q_block, do_block, grads, lse, delta, diagonal=True), lse, delta
+
+            tile = sd.BlockSpec((None, BLOCK, None, head_dim),
+                                lambda j: (batch, q_tiles - 1 - j, head, 0))
+            dk, dv, _, _ = sd.emit_pipeline(
+                step, grid=(q_tiles - kv_block,), in_specs=[tile, tile],
+                init_carry=(*start, *stats(q_tiles - 1, masked=ragged)),
+                last_step=last_step)(q_ref, do_ref)
+        else:  # the last tile, when it hangs over the end, is the (masked) last step
+            def step(indices, q_block, do_block, grads):
+                return fold(q_block, do_block, grads, *stats(indices[0], masked=False),
+                            diagonal=False)
+
+            def last_step(indices, q_block, do_block, grads):
+                return fold(q_block, do_block, grads, *stats(indices[0], masked=True),
+                            diagonal=False)
+
+            tile = sd.BlockSpec((None, BLOCK, None, head_dim), lambda j: (batch, j, head, 0))
+            dk, dv = sd.emit_pipeline(
+                step, grid=(q_tiles,), in_specs=[tile, tile], init_carry=start,
+                last_step=last_step if ragged else None)(q_ref, do_ref)
+        out_rows = dk_ref.shape[1]
+        _store_rows(dk_ref.at[batch, rows:rows + BLOCK, head, :], dk * scale, rows, out_rows)
+        _store_rows(dv_ref.at[batch, rows:rows + BLOCK, head, :], dv, rows, out_rows)
 
     return kernel
 
 
 @functools.cache
 def _dq(scale: float, causal: bool, kv_len: int) -> sd.Kernel:
-    """f32 dQ [batch, q_rows, heads, head_dim] from whole-tile Q, dO, K, V and the flat lse
-    and delta; keys from kv_len on are masked (their P is 0)."""
+    """f32 dQ [batch, q_len, heads, head_dim] from Q, dO, K, V and the flat lse and delta;
+    the last K/V tile's keys from kv_len (K's length) on are masked (their P is 0)."""
     exp2_scale = scale * LOG2_E
     tail = kv_len % BLOCK
 
     def grid(q, do, k, v, lse, delta):
-        return q.shape[1] // BLOCK, q.shape[2], q.shape[0]
+        return _tiles(q.shape[1]), q.shape[2], q.shape[0]
 
     def out_shape(q, do, k, v, lse, delta):
         return jax.ShapeDtypeStruct(q.shape, F32)
@@ -138,8 +187,8 @@ def _dq(scale: float, causal: bool, kv_len: int) -> sd.Kernel:
                name="dot_product_attention_causal_bwd_dq" if causal else
                "dot_product_attention_bwd_dq")
     def kernel(q_ref, do_ref, k_ref, v_ref, lse_ref, delta_ref, dq_ref, bar, q_smem, do_smem):
-        _, q_rows, heads, head_dim = q_ref.shape
-        kv_tiles, kv_heads = k_ref.shape[1] // BLOCK, k_ref.shape[2]
+        _, q_len, heads, head_dim = q_ref.shape
+        kv_tiles, kv_heads = _tiles(k_ref.shape[1]), k_ref.shape[2]
         q_block, head, batch = sd.program_id(0), sd.program_id(1), sd.program_id(2)
         kv_head = head // (heads // kv_heads)
         rows = q_block * BLOCK
@@ -147,9 +196,9 @@ def _dq(scale: float, causal: bool, kv_len: int) -> sd.Kernel:
         sd.async_copy(q_ref.at[batch, rows:rows + BLOCK, head, :], q_smem, bar[0])
         sd.async_copy(do_ref.at[batch, rows:rows + BLOCK, head, :], do_smem, bar[0])
         bar[0].wait(0)
-        first = (batch * heads + head) * q_rows + rows
-        lse = lse_ref[first:first + BLOCK] * LOG2_E
-        delta = delta_ref[first:first + BLOCK]
+        start, mask = (batch * heads + head) * q_len + rows, _tail(rows, q_len)
+        lse = _load_rows(lse_ref, start, mask) * LOG2_E
+        delta = _load_rows(delta_ref, start, mask)
 
         def fold(k_block: sd.Ref, v_block: sd.Ref, dq: sd.Array, masked: bool) -> sd.Array:
             """Fold one K/V tile into dQ."""
@@ -175,7 +224,7 @@ def _dq(scale: float, causal: bool, kv_len: int) -> sd.Kernel:
             step, grid=(q_block + 1 if causal else kv_tiles,), in_specs=[tile, tile],
             init_carry=sd.zeros((BLOCK, head_dim)),
             last_step=last_step if causal or tail else None)(k_ref, v_ref)
-        dq_ref[batch, rows:rows + BLOCK, head, :] = dq * scale
+        _store_rows(dq_ref.at[batch, rows:rows + BLOCK, head, :], dq * scale, rows, q_len)
 
     return kernel
 
@@ -184,17 +233,14 @@ def _launch(query: jax.Array, key: jax.Array, value: jax.Array, d_out: jax.Array
             lse: jax.Array, delta: jax.Array, scale: float, causal: bool
             ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """f32 dQ and per-query-head dK, dV ([batch, kv_seq, heads, head_dim]) of one launch's
-    query rows (lse, delta [batch, heads, q_seq]). Causal: q_seq <= kv_seq, and keys past
-    the query's padded rows get no gradient (no query sees them)."""
-    q_len, kv_len = query.shape[1], key.shape[1]
-    q, do = _pad(query, 1), _pad(d_out, 1)
-    k, v = _pad(key, 1), _pad(value, 1)
-    flat_lse, flat_delta = (_pad(x, 2).reshape(-1) for x in (lse, delta))
-    dq = _dq(scale, causal, kv_len)(q, do, k, v, flat_lse, flat_delta)[:, :q_len]
-    seen = q.shape[1] if causal else k.shape[1]  # causal: keys from q_rows on are unseen
-    dk, dv = _dkdv(scale, causal)(q, do, k[:, :seen], v[:, :seen], flat_lse, flat_delta)
-    widths = ((0, 0), (0, k.shape[1] - seen), (0, 0), (0, 0))
-    return dq, jnp.pad(dk, widths)[:, :kv_len], jnp.pad(dv, widths)[:, :kv_len]
+    query rows (lse, delta [batch, heads, q_seq]). Causal: q_seq <= kv_seq, and the keys
+    past the query's last tile get zeros (no query sees them; the kernel skips them)."""
+    kv_len = key.shape[1]
+    flat_lse, flat_delta = lse.reshape(-1), delta.reshape(-1)
+    dq = _dq(scale, causal, kv_len)(query, d_out, key, value, flat_lse, flat_delta)
+    dk, dv = _dkdv(scale, causal)(query, d_out, key, value, flat_lse, flat_delta)
+    widths = ((0, 0), (0, kv_len - dk.shape[1]), (0, 0), (0, 0))
+    return dq, jnp.pad(dk, widths), jnp.pad(dv, widths)
 
 
 def attention_backward(query: jax.Array, key: jax.Array, value: jax.Array, out: jax.Array,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -117,7 +118,7 @@ def _check_epilogue(bias: jax.Array | None, activation: object, out_dtype: objec
         dtype = None
     if dtype not in OUT_DTYPES:
         raise ValueError(f"smalti.ops.matmul: out_dtype must be float32, bfloat16 or float16, "
-                         f"got {out_dtype!r}")
+                         f"got {repr(out_dtype) if dtype is None else dtype}")
     return dtype
 
 
@@ -126,19 +127,50 @@ def blocks(m: int, n: int, sms: int) -> int:
     return min(sms, math.prod(tile_counts(m, n)))
 
 
+@dataclass(frozen=True)
+class Operands:
+    """How the kernel reads A and B: as given ([m, k] and [k, n]), or transposed (A given as
+    [k, m], B as [n, k]), which the backward's products dA = dC B^T and dB = A^T dC need;
+    wgmma reads 16-bit operands either way from shared memory."""
+
+    transpose_a: bool = False
+    transpose_b: bool = False
+
+    def dims(self, a: object, b: object) -> tuple[int, int, int]:
+        """M, N, K of the product from the arrays (or specs) as given."""
+        (m, k), n = a.shape[::-1] if self.transpose_a else a.shape, b.shape[
+            0 if self.transpose_b else 1]
+        return m, n, k
+
+    def specs(self, tile: Callable[[sd.Index], tuple[sd.Index, sd.Index]]
+              ) -> tuple[list[sd.BlockSpec], tuple[int, None]]:
+        """The pipeline's block specs of A and B for output tile `tile(t)`, and the dim of A's
+        block that the consumers split (its rows of the product)."""
+        a_spec = (sd.BlockSpec((BLOCK_K, BLOCK_M), lambda t, k: (k, tile(t)[0]))
+                  if self.transpose_a else
+                  sd.BlockSpec((BLOCK_M, BLOCK_K), lambda t, k: (tile(t)[0], k)))
+        b_spec = (sd.BlockSpec((BLOCK_N, BLOCK_K), lambda t, k: (tile(t)[1], k))
+                  if self.transpose_b else
+                  sd.BlockSpec((BLOCK_K, BLOCK_N), lambda t, k: (k, tile(t)[1])))
+        return [a_spec, b_spec], (1 if self.transpose_a else 0, None)
+
+
 def _tile(a_ref: sd.Ref, b_ref: sd.Ref, bias_ref: sd.Ref | None, c_ref: sd.Ref,
-          c_smems: tuple[sd.SharedRef, ...], activation: str | None, sms: int) -> None:
+          c_smems: tuple[sd.SharedRef, ...], activation: str | None, sms: int,
+          operands: Operands) -> None:
     """One block: for each of its output tiles, the pipelined K loop, then each consumer's
     epilogue."""
     apply, out_dtype = ACTIVATIONS[activation], c_ref.dtype
-    counts = tile_counts(a_ref.shape[0], b_ref.shape[1])
-    grid, pid = blocks(a_ref.shape[0], b_ref.shape[1], sms), sd.program_id(0)
+    m_size, n_size, k_size = operands.dims(a_ref, b_ref)
+    counts = tile_counts(m_size, n_size)
+    grid, pid = blocks(m_size, n_size, sms), sd.program_id(0)
 
     def tile(t):  # this block's t-th tile: every grid-th of the grouped order
         return grouped_tile(pid + t * grid, *counts)
 
     def k_step(indices, a_rows, b_block, acc):
-        return sd.wgmma(acc, a_rows, b_block)
+        return sd.wgmma(acc, a_rows.T if operands.transpose_a else a_rows,
+                        b_block.T if operands.transpose_b else b_block)
 
     def epilogue(consumer, acc, t):
         m, n = tile(t)
@@ -153,12 +185,12 @@ def _tile(a_ref: sd.Ref, b_ref: sd.Ref, bias_ref: sd.Ref | None, c_ref: sd.Ref,
         sd.async_store_wait()
         sd.warpgroup_barrier()  # the store has read c_smem before the next tile writes it
 
+    in_specs, split = operands.specs(tile)
     sd.emit_pipeline_warp_specialized(
         k_step,
-        grid=(-(-a_ref.shape[1] // BLOCK_K),),
-        in_specs=[sd.BlockSpec((BLOCK_M, BLOCK_K), lambda t, k: (tile(t)[0], k)),
-                  sd.BlockSpec((BLOCK_K, BLOCK_N), lambda t, k: (k, tile(t)[1]))],
-        split=(0, None),
+        grid=(-(-k_size // BLOCK_K),),
+        in_specs=in_specs,
+        split=split,
         max_concurrent_steps=STAGES,
         memory_registers=PRODUCER_REGISTERS, compute_registers=CONSUMER_REGISTERS,
         init_carry=lambda: sd.zeros((ROWS, BLOCK_N), F32),
@@ -169,47 +201,85 @@ def _tile(a_ref: sd.Ref, b_ref: sd.Ref, bias_ref: sd.Ref | None, c_ref: sd.Ref,
 
 @functools.cache
 def matmul_kernel(out_dtype: jnp.dtype, activation: str | None, with_bias: bool,
-                  sms: int = SMS) -> sd.Kernel:
+                  sms: int = SMS, operands: Operands = Operands()) -> sd.Kernel:
     """The kernel of one epilogue: inputs a, b (and, with_bias, an f32 bias padded to whole
     tiles), one shared-memory output tile per consumer; a grid of at most `sms` blocks."""
+    def grid(a, b, *_):
+        m, n, _ = operands.dims(a, b)
+        return (blocks(m, n, sms),)
+
+    def out_shape(a, b, *_):
+        m, n, _ = operands.dims(a, b)
+        return jax.ShapeDtypeStruct((m, n), out_dtype)
+
+    transposed = ("at" * operands.transpose_a, "bt" * operands.transpose_b)
     decorate = sd.kernel(
-        grid=lambda a, b, *_: (blocks(a.shape[0], b.shape[1], sms),),
-        warpgroups=1 + CONSUMERS,
-        name="_".join(part for part in ("matmul", "bias" * with_bias, activation) if part),
-        out_shape=lambda a, b, *_: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), out_dtype),
+        grid=grid, warpgroups=1 + CONSUMERS, out_shape=out_shape,
+        name="_".join(part for part in ("matmul", *transposed, "bias" * with_bias, activation)
+                      if part),
         smem=[sd.SMEM((ROWS, BLOCK_N), out_dtype)] * CONSUMERS)
     if with_bias:
         def body(a_ref, b_ref, bias_ref, c_ref, c0_smem, c1_smem):
-            _tile(a_ref, b_ref, bias_ref, c_ref, (c0_smem, c1_smem), activation, sms)
+            _tile(a_ref, b_ref, bias_ref, c_ref, (c0_smem, c1_smem), activation, sms,
+                  operands)
     else:
         def body(a_ref, b_ref, c_ref, c0_smem, c1_smem):
-            _tile(a_ref, b_ref, None, c_ref, (c0_smem, c1_smem), activation, sms)
+            _tile(a_ref, b_ref, None, c_ref, (c0_smem, c1_smem), activation, sms, operands)
     return decorate(body)
 
 
 def matmul(a: jax.Array, b: jax.Array, *, bias: jax.Array | None = None,
            activation: str | None = None, out_dtype: object = None) -> jax.Array:
     """activation(a @ b + bias) in out_dtype (default a's), with f32 accumulation and a f32
-    epilogue.
+    epilogue; differentiable (`jax.grad` runs the same kernel on transposed operands).
 
     a [m, k], b [k, n]: both bfloat16 or both float16, every dim a multiple of 8. bias:
     [n], any float dtype (added in f32). activation: None, "relu", "silu" or "gelu"
     (jax.nn.gelu(approximate=True)). out_dtype: float32, bfloat16 or float16."""
     a, b = jnp.asarray(a), jnp.asarray(b)
-    m, n, _ = _check_operands(a, b)
+    _check_operands(a, b)
     bias = None if bias is None else jnp.asarray(bias)
-    dtype = _check_epilogue(bias, activation, out_dtype, n, a.dtype)
-    a, b = _at_least(a, (ROWS, BLOCK_K)), _at_least(b, (BLOCK_K, BLOCK_N))
-    kernel = matmul_kernel(dtype, activation, bias is not None)
+    dtype = _check_epilogue(bias, activation, out_dtype, b.shape[1], a.dtype)
+    return _differentiable(a, b, bias, activation, dtype)
+
+
+def _product(a: jax.Array, b: jax.Array, bias: jax.Array | None, activation: str | None,
+             dtype: jnp.dtype, operands: Operands = Operands()) -> jax.Array:
+    """One launch of the kernel for `operands` (the arrays as the kernel reads them)."""
+    kernel = matmul_kernel(dtype, activation, bias is not None, operands=operands)
     if bias is None:
-        out = kernel(a, b)
-    else:  # f32 and padded to whole tiles, for the epilogue's register loads
-        out = kernel(a, b, jnp.pad(bias.astype(F32), (0, -n % BLOCK_N)))
-    return out[:m, :n] if out.shape != (m, n) else out
+        return kernel(a, b)
+    # f32 and padded to whole tiles, for the epilogue's register loads
+    return kernel(a, b, jnp.pad(bias.astype(F32), (0, -bias.shape[0] % BLOCK_N)))
 
 
-def _at_least(x: jax.Array, box: tuple[int, int]) -> jax.Array:
-    """`x` padded with zeros to at least `box` along each dim: a TMA box may hang over an
-    array's end but not be longer than the dim (only dims smaller than a block pay)."""
-    pads = [(0, max(size - dim, 0)) for dim, size in zip(x.shape, box, strict=True)]
-    return jnp.pad(x, pads) if any(p for _, p in pads) else x
+REFERENCE_ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "relu": jax.nn.relu, "silu": jax.nn.silu,
+    "gelu": functools.partial(jax.nn.gelu, approximate=True)}
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _differentiable(a, b, bias, activation, dtype):
+    return _product(a, b, bias, activation, dtype)
+
+
+def _differentiable_fwd(a, b, bias, activation, dtype):
+    return _product(a, b, bias, activation, dtype), (a, b, bias)
+
+
+def _differentiable_bwd(activation, dtype, residuals, d_out):
+    """dA = dZ B^T and dB = A^T dZ by the kernel reading B (or A) transposed in place, dZ
+    the cotangent through the activation (its pre-activation recomputed by the kernel, in
+    f32) rounded to the inputs' dtype for the tensor cores; dbias = dZ summed over rows."""
+    a, b, bias = residuals
+    d_z = d_out.astype(F32)
+    if activation is not None:
+        z = _product(a, b, bias, None, jnp.dtype(F32))
+        d_z = jax.vjp(REFERENCE_ACTIVATIONS[activation], z)[1](d_z)[0]
+    d_z_in = d_z.astype(a.dtype)
+    d_a = _product(d_z_in, b, None, None, a.dtype, Operands(transpose_b=True))
+    d_b = _product(a, d_z_in, None, None, b.dtype, Operands(transpose_a=True))
+    return d_a, d_b, None if bias is None else d_z.sum(axis=0).astype(bias.dtype)
+
+
+_differentiable.defvjp(_differentiable_fwd, _differentiable_bwd)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -17,14 +18,14 @@ import smalti.dsl as sd
 from smalti.ops.rows import (
     BLOCK_ROWS,
     F32,
+    RowBlock,
     check_float,
     check_hidden,
     check_vector,
-    from_rows,
+    row_blocks,
     row_grid,
     sum_blocks,
     tile_cols,
-    tile_loader,
     to_rows,
     vector_tile,
 )
@@ -35,7 +36,7 @@ def _row_stats(x: object) -> jax.ShapeDtypeStruct:
 
 
 def _block_partials(x: object) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct((x.shape[0] // BLOCK_ROWS, x.shape[1]), F32)
+    return jax.ShapeDtypeStruct((row_blocks(x.shape[0]), x.shape[1]), F32)
 
 
 @functools.cache
@@ -44,9 +45,9 @@ def _rms_forward(eps: float) -> sd.Kernel:
     @sd.kernel(grid=lambda x, w: row_grid(x), name="rms_norm_fwd",
                out_shape=lambda x, w: (jax.ShapeDtypeStruct(x.shape, x.dtype), _row_stats(x)))
     def rms_norm_fwd(x_ref, w_ref, out_ref, rstd_ref):
-        rows, hidden = sd.program_id(0) * BLOCK_ROWS, x_ref.shape[1]
+        rows, hidden = RowBlock.of(x_ref.shape[0]), x_ref.shape[1]
         cols = tile_cols(hidden)
-        tile = tile_loader(x_ref, rows, cols)
+        tile = rows.tile_loader(x_ref, cols)
 
         def squares(j, total):
             x = tile(j)
@@ -54,12 +55,11 @@ def _rms_forward(eps: float) -> sd.Kernel:
 
         total = sd.fori(0, hidden // cols, squares, sd.zeros((BLOCK_ROWS,)))
         rstd = sd.rsqrt(total * (1.0 / hidden) + eps)
-        rstd_ref[rows:rows + BLOCK_ROWS] = rstd
+        rows.store(rstd_ref, rstd)
 
         def normalize(j, _):
-            col = j * cols
             y = tile(j) * rstd[:, None] * vector_tile(w_ref, j, cols)
-            out_ref[rows:rows + BLOCK_ROWS, col:col + cols] = y.astype(out_ref.dtype)
+            rows.store_tile(out_ref, j, cols, y)
 
         sd.fori(0, hidden // cols, normalize)
     return rms_norm_fwd
@@ -72,10 +72,10 @@ def _rms_backward(x_ref, w_ref, rstd_ref, dy_ref, dx_ref, dw_ref):
     """dx = rstd * (g - xhat * mean(g * xhat)), g = dy * weight, xhat = x * rstd; and the
     block's column sums of dy * xhat (its part of dweight)."""
     block = sd.program_id(0)
-    rows, hidden = block * BLOCK_ROWS, x_ref.shape[1]
+    rows, hidden = RowBlock.of(x_ref.shape[0]), x_ref.shape[1]
     cols = tile_cols(hidden)
-    x_tile, dy_tile = tile_loader(x_ref, rows, cols), tile_loader(dy_ref, rows, cols)
-    rstd = rstd_ref[rows:rows + BLOCK_ROWS][:, None]
+    x_tile, dy_tile = rows.tile_loader(x_ref, cols), rows.tile_loader(dy_ref, cols)
+    rstd = rows.load(rstd_ref)[:, None]
 
     def projection(j, total):
         xhat = x_tile(j) * rstd
@@ -88,7 +88,7 @@ def _rms_backward(x_ref, w_ref, rstd_ref, dy_ref, dx_ref, dw_ref):
         col = j * cols
         xhat, dy = x_tile(j) * rstd, dy_tile(j)
         dx = (dy * vector_tile(w_ref, j, cols) - xhat * mean_projection) * rstd
-        dx_ref[rows:rows + BLOCK_ROWS, col:col + cols] = dx.astype(dx_ref.dtype)
+        rows.store_tile(dx_ref, j, cols, dx)
         dw_ref[block, col:col + cols] = (dy * xhat).sum(axis=0)
 
     sd.fori(0, hidden // cols, gradients)
@@ -103,9 +103,9 @@ def _layer_forward(eps: float) -> sd.Kernel:
                out_shape=lambda x, w, b: (jax.ShapeDtypeStruct(x.shape, x.dtype),
                                           _row_stats(x), _row_stats(x)))
     def layer_norm_fwd(x_ref, w_ref, b_ref, out_ref, mean_ref, rstd_ref):
-        rows, hidden = sd.program_id(0) * BLOCK_ROWS, x_ref.shape[1]
+        rows, hidden = RowBlock.of(x_ref.shape[0]), x_ref.shape[1]
         cols = tile_cols(hidden)
-        tile = tile_loader(x_ref, rows, cols)
+        tile = rows.tile_loader(x_ref, cols)
         shift_row = tile(0).sum(axis=1) * (1.0 / cols)
         shift = shift_row[:, None]
 
@@ -120,14 +120,13 @@ def _layer_forward(eps: float) -> sd.Kernel:
         variance = sd.maximum(second * (1.0 / hidden) - mean_shifted * mean_shifted, 0.0)
         rstd = sd.rsqrt(variance + eps)
         mean = mean_shifted + shift_row
-        mean_ref[rows:rows + BLOCK_ROWS] = mean
-        rstd_ref[rows:rows + BLOCK_ROWS] = rstd
+        rows.store(mean_ref, mean)
+        rows.store(rstd_ref, rstd)
 
         def normalize(j, _):
-            col = j * cols
             xhat = (tile(j) - mean[:, None]) * rstd[:, None]
             y = xhat * vector_tile(w_ref, j, cols) + vector_tile(b_ref, j, cols)
-            out_ref[rows:rows + BLOCK_ROWS, col:col + cols] = y.astype(out_ref.dtype)
+            rows.store_tile(out_ref, j, cols, y)
 
         sd.fori(0, hidden // cols, normalize)
     return layer_norm_fwd
@@ -140,11 +139,10 @@ def _layer_backward(x_ref, w_ref, mean_ref, rstd_ref, dy_ref, dx_ref, dw_ref, db
     """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight; and the block's
     column sums of dy * xhat and of dy (its parts of dweight and dbias)."""
     block = sd.program_id(0)
-    rows, hidden = block * BLOCK_ROWS, x_ref.shape[1]
+    rows, hidden = RowBlock.of(x_ref.shape[0]), x_ref.shape[1]
     cols = tile_cols(hidden)
-    x_tile, dy_tile = tile_loader(x_ref, rows, cols), tile_loader(dy_ref, rows, cols)
-    mean = mean_ref[rows:rows + BLOCK_ROWS][:, None]
-    rstd = rstd_ref[rows:rows + BLOCK_ROWS][:, None]
+    x_tile, dy_tile = rows.tile_loader(x_ref, cols), rows.tile_loader(dy_ref, cols)
+    mean, rstd = rows.load(mean_ref)[:, None], rows.load(rstd_ref)[:, None]
 
     def sums(j, carry):
         g_sum, projection = carry
@@ -161,7 +159,7 @@ def _layer_backward(x_ref, w_ref, mean_ref, rstd_ref, dy_ref, dx_ref, dw_ref, db
         col = j * cols
         xhat, dy = (x_tile(j) - mean) * rstd, dy_tile(j)
         dx = (dy * vector_tile(w_ref, j, cols) - g_mean - xhat * mean_projection) * rstd
-        dx_ref[rows:rows + BLOCK_ROWS, col:col + cols] = dx.astype(dx_ref.dtype)
+        rows.store_tile(dx_ref, j, cols, dx)
         dw_ref[block, col:col + cols] = (dy * xhat).sum(axis=0)
         db_ref[block, col:col + cols] = dy.sum(axis=0)
 
@@ -207,7 +205,7 @@ _layer_rows.defvjp(_layer_rows_fwd, _layer_rows_bwd)
 
 
 def _check_eps(op: str, eps: object) -> float:
-    if not isinstance(eps, int | float) or isinstance(eps, bool) or not eps >= 0 \
+    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps >= 0 \
             or not math.isfinite(eps):
         raise ValueError(f"smalti.ops.{op}: eps must be a finite non-negative Python number, "
                          f"got {eps!r}")
@@ -222,9 +220,9 @@ def rms_norm(x: jax.Array, weight: jax.Array, *, eps: float = 1e-6) -> jax.Array
     x = jnp.asarray(x)
     check_float("rms_norm", "x", x)
     hidden = check_hidden("rms_norm", "x", tuple(x.shape))
+    weight = jnp.asarray(weight)
     check_vector("rms_norm", "weight", weight, hidden)
-    out = _rms_rows(to_rows(x), weight, _check_eps("rms_norm", eps))
-    return from_rows(out, tuple(x.shape))
+    return _rms_rows(to_rows(x), weight, _check_eps("rms_norm", eps)).reshape(x.shape)
 
 
 def layer_norm(x: jax.Array, weight: jax.Array, bias: jax.Array, *,
@@ -235,7 +233,7 @@ def layer_norm(x: jax.Array, weight: jax.Array, bias: jax.Array, *,
     x = jnp.asarray(x)
     check_float("layer_norm", "x", x)
     hidden = check_hidden("layer_norm", "x", tuple(x.shape))
+    weight, bias = jnp.asarray(weight), jnp.asarray(bias)
     check_vector("layer_norm", "weight", weight, hidden)
     check_vector("layer_norm", "bias", bias, hidden)
-    out = _layer_rows(to_rows(x), weight, bias, _check_eps("layer_norm", eps))
-    return from_rows(out, tuple(x.shape))
+    return _layer_rows(to_rows(x), weight, bias, _check_eps("layer_norm", eps)).reshape(x.shape)

@@ -8,6 +8,7 @@ y * (dy - sum)."""
 from __future__ import annotations
 
 import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -15,12 +16,11 @@ import jax.numpy as jnp
 import smalti.dsl as sd
 from smalti.ops.rows import (
     BLOCK_ROWS,
+    RowBlock,
     check_float,
     check_hidden,
-    from_rows,
     row_grid,
     tile_cols,
-    tile_loader,
     to_rows,
 )
 
@@ -28,9 +28,9 @@ from smalti.ops.rows import (
 @sd.kernel(grid=lambda x: row_grid(x), name="softmax_fwd",
            out_shape=lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype))
 def _softmax_forward(x_ref, out_ref):
-    rows, hidden = sd.program_id(0) * BLOCK_ROWS, x_ref.shape[1]
+    rows, hidden = RowBlock.of(x_ref.shape[0]), x_ref.shape[1]
     cols = tile_cols(hidden)
-    tile = tile_loader(x_ref, rows, cols)
+    tile = rows.tile_loader(x_ref, cols)
 
     def statistics(j, carry):
         running_max, running_sum = carry
@@ -44,9 +44,7 @@ def _softmax_forward(x_ref, out_ref):
     inverse = (1.0 / row_sum)[:, None]
 
     def normalize(j, _):
-        col = j * cols
-        probabilities = sd.exp(tile(j) - row_max[:, None]) * inverse
-        out_ref[rows:rows + BLOCK_ROWS, col:col + cols] = probabilities.astype(out_ref.dtype)
+        rows.store_tile(out_ref, j, cols, sd.exp(tile(j) - row_max[:, None]) * inverse)
 
     sd.fori(0, hidden // cols, normalize)
 
@@ -54,9 +52,9 @@ def _softmax_forward(x_ref, out_ref):
 @sd.kernel(grid=lambda y, dy: row_grid(y), name="softmax_bwd",
            out_shape=lambda y, dy: jax.ShapeDtypeStruct(y.shape, y.dtype))
 def _softmax_backward(y_ref, dy_ref, dx_ref):
-    rows, hidden = sd.program_id(0) * BLOCK_ROWS, y_ref.shape[1]
+    rows, hidden = RowBlock.of(y_ref.shape[0]), y_ref.shape[1]
     cols = tile_cols(hidden)
-    y_tile, dy_tile = tile_loader(y_ref, rows, cols), tile_loader(dy_ref, rows, cols)
+    y_tile, dy_tile = rows.tile_loader(y_ref, cols), rows.tile_loader(dy_ref, cols)
 
     def projection(j, total):
         return total + (y_tile(j) * dy_tile(j)).sum(axis=1)
@@ -64,9 +62,7 @@ def _softmax_backward(y_ref, dy_ref, dx_ref):
     total = sd.fori(0, hidden // cols, projection, sd.zeros((BLOCK_ROWS,)))[:, None]
 
     def gradients(j, _):
-        col = j * cols
-        dx = y_tile(j) * (dy_tile(j) - total)
-        dx_ref[rows:rows + BLOCK_ROWS, col:col + cols] = dx.astype(dx_ref.dtype)
+        rows.store_tile(dx_ref, j, cols, y_tile(j) * (dy_tile(j) - total))
 
     sd.fori(0, hidden // cols, gradients)
 
@@ -95,10 +91,11 @@ def softmax(x: jax.Array, axis: int = -1) -> jax.Array:
     smalti kernel from the saved output)."""
     x = jnp.asarray(x)
     check_float("softmax", "x", x)
-    if not isinstance(axis, int) or isinstance(axis, bool) or not -x.ndim <= axis < x.ndim:
+    if (not isinstance(axis, numbers.Integral) or isinstance(axis, bool)
+            or not -x.ndim <= axis < x.ndim):
         raise ValueError(f"smalti.ops.softmax: axis must be one int in [{-x.ndim}, {x.ndim}) "
                          f"for x of shape {tuple(x.shape)}, got {axis!r}")
+    axis = int(axis)
     check_hidden("softmax", "x", tuple(x.shape), axis)
     moved = jnp.moveaxis(x, axis, -1)
-    out = from_rows(_softmax_rows(to_rows(moved)), tuple(moved.shape))
-    return jnp.moveaxis(out, -1, axis)
+    return jnp.moveaxis(_softmax_rows(to_rows(moved)).reshape(moved.shape), -1, axis)

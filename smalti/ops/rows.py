@@ -1,10 +1,12 @@
-"""Row-wise ops' shared pieces: argument checks, flattening to padded rows, and the tiling
-of a row block into column tiles that the kernels loop over."""
+"""Row-wise ops' shared pieces: argument checks, flattening to rows, and a block's rows and
+their column tiles that the kernels loop over (the last block may hang over the rows' end:
+its loads and stores are masked, so nothing is padded)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -57,14 +59,8 @@ def check_vector(op: str, name: str, value: object, hidden: int) -> None:
 
 
 def to_rows(x: jax.Array) -> jax.Array:
-    """`x` as [rows, hidden], the rows padded with zeros to a whole number of blocks."""
-    rows = x.reshape(-1, x.shape[-1])
-    return jnp.pad(rows, ((0, -rows.shape[0] % BLOCK_ROWS), (0, 0)))
-
-
-def from_rows(rows: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """The inverse of to_rows: drop the padding rows, restore the leading axes."""
-    return rows[:math.prod(shape[:-1])].reshape(shape)
+    """`x` as [rows, hidden] (a reshape: no copy)."""
+    return x.reshape(-1, x.shape[-1])
 
 
 def tile_cols(hidden: int) -> int:
@@ -73,9 +69,14 @@ def tile_cols(hidden: int) -> int:
     return math.gcd(hidden, MAX_TILE_COLS)
 
 
+def row_blocks(rows: int) -> int:
+    """Blocks of BLOCK_ROWS rows covering `rows` (the last one may hang over)."""
+    return -(-rows // BLOCK_ROWS)
+
+
 def row_grid(x: object) -> tuple[int]:
     """One block per BLOCK_ROWS rows."""
-    return (x.shape[0] // BLOCK_ROWS,)
+    return (row_blocks(x.shape[0]),)
 
 
 def f32(x: sd.Array) -> sd.Array:
@@ -83,13 +84,50 @@ def f32(x: sd.Array) -> sd.Array:
     return x if x.dtype == jnp.dtype(F32) else x.astype(F32)
 
 
-def tile_loader(ref: sd.Ref, rows: sd.Index, cols: int) -> Callable[[object], sd.Array]:
-    """Loads of column tile j of the block at `rows`, in f32 and the row layout."""
-    def load(j: object) -> sd.Array:
-        col = j * cols
-        return sd.layout_cast(f32(ref[rows:rows + BLOCK_ROWS, col:col + cols]),
-                              ROW_TILE_LAYOUT)
-    return load
+@dataclass(frozen=True)
+class RowBlock:
+    """This block's BLOCK_ROWS rows of [rows, hidden] arrays, from row `start`; `inside`
+    (None when every block is whole) says which of them exist: the last block's loads
+    read zeros past the end, and its stores leave it alone."""
+
+    start: sd.Index
+    inside: sd.Array | None
+
+    @staticmethod
+    def of(rows: int) -> RowBlock:
+        """Block program_id(0) of an array of `rows` rows."""
+        start = sd.program_id(0) * BLOCK_ROWS
+        if rows % BLOCK_ROWS == 0:
+            return RowBlock(start, None)
+        return RowBlock(start, sd.iota((BLOCK_ROWS,), dimension=0) + start < rows)
+
+    def _mask(self, ndim: int) -> sd.Array | None:
+        if self.inside is None:
+            return None
+        return self.inside if ndim == 1 else self.inside[:, None]
+
+    def load(self, ref: sd.Ref, col: object = None, cols: int = 0) -> sd.Array:
+        """The block's rows of a per-row vector ref, or of columns [col, col + cols)."""
+        window = (ref.at[self.start:self.start + BLOCK_ROWS] if col is None else
+                  ref.at[self.start:self.start + BLOCK_ROWS, col:col + cols])
+        return sd.load(window, mask=self._mask(1 if col is None else 2))
+
+    def store(self, ref: sd.Ref, value: sd.Array, col: object = None, cols: int = 0) -> None:
+        """`value` into the block's rows of `ref` (columns [col, col + cols) if given)."""
+        window = (ref.at[self.start:self.start + BLOCK_ROWS] if col is None else
+                  ref.at[self.start:self.start + BLOCK_ROWS, col:col + cols])
+        sd.store(window, value, mask=self._mask(1 if col is None else 2))
+
+    def tile_loader(self, ref: sd.Ref, cols: int) -> Callable[[object], sd.Array]:
+        """Loads of column tile j, in f32 and the row layout."""
+        def load(j: object) -> sd.Array:
+            return sd.layout_cast(f32(self.load(ref, j * cols, cols)), ROW_TILE_LAYOUT)
+        return load
+
+    def store_tile(self, ref: sd.Ref, j: object, cols: int, value: sd.Array) -> None:
+        """Column tile j of `ref` from an f32 `value`, rounded to ref's dtype."""
+        self.store(ref, value.astype(ref.dtype) if value.dtype != ref.dtype else value,
+                   j * cols, cols)
 
 
 def vector_tile(ref: sd.Ref, j: object, cols: int) -> sd.Array:

@@ -12,6 +12,7 @@ from smalti.dialect.diagnostics import Diagnostic, DiagnosticError
 from smalti.dialect.verifier import verify
 from smalti.layout_inference import explain_function, infer_layouts
 from smalti.passes.canonicalize import ALIASES
+from smalti.passes.cse import eliminate_pure_ops
 from smalti.tiling.pass_ import tile_shared_memory
 from smalti.warpgroup import check_warpgroups
 
@@ -34,6 +35,8 @@ REGISTRY: dict[str, PassInfo] = {
     info.argument: info
     for info in (
         PassInfo("smalti-verify", "Check every smalti op and kernel signature", verify),
+        PassInfo("smalti-cse", "Merge identical pure smalti ops and drop unused ones "
+                 "(upstream cse cannot: the dialect is unregistered)", eliminate_pure_ops),
         PassInfo("smalti-infer-layouts",
                  "Assign in_layouts/out_layouts to every op by solving the layout equations",
                  infer_layouts),
@@ -52,7 +55,7 @@ REGISTRY: dict[str, PassInfo] = {
 
 # smalti-canonicalize: upstream canonicalize less the patterns that change numbers
 # (smalti.passes.canonicalize).
-DEFAULT_PIPELINE = ("builtin.module(smalti-verify,smalti-canonicalize,cse,"
+DEFAULT_PIPELINE = ("builtin.module(smalti-verify,smalti-canonicalize,cse,smalti-cse,"
                     "smalti-infer-layouts,smalti-tile,smalti-warpgroup)")
 
 

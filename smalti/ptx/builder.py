@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from smalti.ptx.module import (
     REGISTER_PREFIX,
@@ -86,7 +87,48 @@ class KernelBuilder:
     # Statements.
     def emit(self, opcode: str, *operands: Operand | int, guard: Guard | None = None) -> None:
         ops = tuple(Immediate(o) if isinstance(o, int) else o for o in operands)
+        division = _constant_division(opcode, ops)
+        if division is not None:
+            self._divide(division, guard)
+            return
         self._body.append(Instruction(opcode, ops, guard, source=self.source))
+
+    def _divide(self, division: _ConstantDivision, guard: Guard | None) -> None:
+        """An unsigned `div`/`rem` by a constant without a division (ptxas keeps `div` by a
+        constant a division routine: about 20 instructions for 32 bits, a call for 64).
+        By 2^k a shift or a mask; by another d, Granlund and Montgomery's multiply by
+        m = floor(2^w (2^l - d) / d) + 1, l = ceil(log2 d): t = mulhi(x, m),
+        q = (t + (x - t) / 2) >> (l - 1), exact for every w-bit x (no w+1-bit product)."""
+        d, w, x, dest = division.divisor, division.width, division.dividend, division.dest
+        u, b = f"u{w}", f"b{w}"
+
+        def put(opcode: str, target: Register, *sources: Operand | int) -> None:
+            self._body.append(Instruction(opcode, (target, *(
+                Immediate(o) if isinstance(o, int) else o for o in sources)), guard,
+                source=self.source))
+
+        def value(opcode: str, *sources: Operand | int) -> Register:
+            target = self.reg(b)
+            put(opcode, target, *sources)
+            return target
+
+        if d & (d - 1) == 0:
+            if division.remainder:
+                put(f"and.{b}", dest, x, d - 1)
+            else:
+                put(f"shr.{u}", dest, x, d.bit_length() - 1)
+            return
+        shift = (d - 1).bit_length()
+        multiplier = ((1 << w) * ((1 << shift) - d)) // d + 1
+        if multiplier >= 1 << 63:  # PTX integer literals are signed 64-bit: the same bits
+            multiplier -= 1 << 64
+        high = value(f"mul.hi.{u}", x, multiplier)
+        half = value(f"shr.{u}", value(f"sub.{u}", x, high), 1)
+        if not division.remainder:
+            put(f"shr.{u}", dest, value(f"add.{u}", high, half), shift - 1)
+            return
+        quotient = value(f"shr.{u}", value(f"add.{u}", high, half), shift - 1)
+        put(f"sub.{u}", dest, x, value(f"mul.lo.{u}", quotient, d))
 
     def compute(self, opcode: str, result_type: str, *sources: Operand | int,
                 guard: Guard | None = None) -> Register:
@@ -134,3 +176,28 @@ class KernelBuilder:
             shared=tuple(self._shared),
             extra_directives=self.directives,
         )
+
+
+@dataclass(frozen=True)
+class _ConstantDivision:
+    """`div.uW dest, dividend, divisor` (or `rem`) with a constant divisor >= 1."""
+
+    dest: Register
+    dividend: Register
+    divisor: int
+    width: int
+    remainder: bool
+
+
+def _constant_division(opcode: str, operands: tuple[Operand, ...]) -> _ConstantDivision | None:
+    """The unsigned division by a constant `opcode operands` is, if it is one."""
+    kind, _, width = opcode.partition(".u")
+    if kind not in ("div", "rem") or width not in ("16", "32", "64") or len(operands) != 3:
+        return None
+    dest, dividend, divisor = operands
+    if not (isinstance(dest, Register) and isinstance(dividend, Register)
+            and isinstance(divisor, Immediate) and isinstance(divisor.value, int)):
+        return None
+    if not 0 < divisor.value < 1 << int(width):
+        return None
+    return _ConstantDivision(dest, dividend, divisor.value, int(width), kind == "rem")

@@ -11,6 +11,7 @@ _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4}\*/")
 _LABEL = re.compile(r"\s*(\.L_x_\d+):")
 _ELECT_RETRY = "BRA.U.ANY"  # the branch of ptxas's loop electing threads one by one
 _BRANCH = re.compile(r"BRA[^`]*`\((\.L_x_\d+)\)")
+_EXIT = re.compile(r"\*/\s+EXIT\b")  # unpredicated
 _HGMMA_SHAPE = re.compile(r"HGMMA\.(\d+)x(\d+)x(\d+)")
 _MMA = re.compile(r"\b(?:HGMMA|UTC\w*MMA)\b")
 
@@ -58,21 +59,47 @@ def sass_lines(sass: str) -> list[str]:
             if _INSTRUCTION.search(line) or _LABEL.match(line)]
 
 
-def main_loop(sass: str) -> SassLoop | None:
-    """The innermost loop holding the first MMA that is in a loop: from a label to the last
-    backward branch to it after that MMA; None when no MMA is in a loop. (Loops may be
-    unrolled: the loop may hold several K tiles' MMAs. An MMA peeled into a prologue is
-    passed over, and so are the `BRA.U.ANY` loops ptxas wraps around a UTC*MMA issued
-    under a per-thread predicate, which retry until each thread has been elected.)"""
+def loop_spans(sass: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """nvdisasm's instruction and label lines, and the (first, last) line of each loop of the
+    program: from a label to the last backward branch to it. Not loops of the program:
+    ptxas's `BRA.U.ANY` loops around a UTC*/UTMA* instruction issued under a per-thread
+    predicate (they retry until each thread has been elected); loops of one or two
+    instructions (spin waits, the `BRA` to itself after EXIT); and a span holding an
+    unpredicated EXIT, which is out-of-line code (a wait's slow path) branching back into
+    the straight line."""
     lines = sass_lines(sass)
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line))}
-    loops = [(labels[m.group(1)], i) for i, line in enumerate(lines)
-             if (m := _BRANCH.search(line)) and m.group(1) in labels
-             and labels[m.group(1)] < i and _ELECT_RETRY not in line]
+    ends: dict[int, int] = {}
+    for i, line in enumerate(lines):
+        if ((m := _BRANCH.search(line)) and m.group(1) in labels
+                and labels[m.group(1)] < i and _ELECT_RETRY not in line):
+            ends[labels[m.group(1)]] = i
+    spans = [(start, end) for start, end in sorted(ends.items()) if end - start > 2
+             and not any(_EXIT.search(line) for line in lines[start:end])]
+    return lines, spans
+
+
+def _loop(lines: list[str], span: tuple[int, int]) -> SassLoop:
+    start, end = span
+    return SassLoop(tuple(line for line in lines[start:end + 1] if _INSTRUCTION.search(line)))
+
+
+def innermost_loops(sass: str) -> list[SassLoop]:
+    """The loops (`loop_spans`) that hold no other loop, in program order."""
+    lines, spans = loop_spans(sass)
+    return [_loop(lines, (s, e)) for s, e in spans
+            if not any(s <= s2 and e2 <= e and (s2, e2) != (s, e) for s2, e2 in spans)]
+
+
+def main_loop(sass: str) -> SassLoop | None:
+    """The innermost loop (`loop_spans`) holding the first MMA that is in a loop: the one that
+    closes first after the MMA (ptxas may lay a later loop, such as an epilogue's, out
+    overlapping it: shortest is not innermost then); None when no MMA is in a loop. Loops
+    may be unrolled (several K tiles' MMAs in one); an MMA peeled into a prologue is passed
+    over."""
+    lines, spans = loop_spans(sass)
     for mma in (i for i, line in enumerate(lines) if _MMA.search(line)):
-        around = [(start, end) for start, end in loops if start <= mma <= end]
+        around = [(start, end) for start, end in spans if start <= mma <= end]
         if around:
-            start, end = min(around, key=lambda span: span[1] - span[0])
-            return SassLoop(tuple(line for line in lines[start:end + 1]
-                                  if _INSTRUCTION.search(line)))
+            return _loop(lines, min(around, key=lambda span: (span[1], span[1] - span[0])))
     return None

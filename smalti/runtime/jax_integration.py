@@ -127,7 +127,18 @@ def call_kernel(compiled: CompiledKernel, args: Sequence[object],
             stage_debug_print(compiled.signature, values[-1])
         return values[:len(structs)]
 
-    return list(jax.lax.platform_dependent(*args, *where, cpu=on_cpu, cuda=on_cuda))
+    @jax.custom_jvp
+    def run(*inputs: object) -> tuple:
+        return tuple(jax.lax.platform_dependent(*inputs, cpu=on_cpu, cuda=on_cuda))
+
+    @run.defjvp
+    def _no_derivative(primals: tuple, tangents: tuple) -> tuple:
+        raise TypeError(f"kernel {compiled.name} has no derivative: jax.grad and jax.jvp reach "
+                        "a smalti kernel only through a jax.custom_vjp that says what its "
+                        "backward is (as smalti.ops' differentiable ops do), or take "
+                        "jax.lax.stop_gradient of its inputs")
+
+    return list(run(*args, *where))
 
 
 def device_position(kernel: str, axis: str, devices: int) -> object:

@@ -107,6 +107,33 @@ WGMMA_LAYOUT_UPCAST_4X = TiledLayout(
 columns 8q + (0..7) in one .b32 register; a bfly-2 shuffle reaches WGMMA_LAYOUT_UPCAST_2X
 (lanes q and q ^ 2 swap halves) and a bfly-1 shuffle then reaches WGMMA_LAYOUT."""
 
+UPCAST_STORE_LAYOUT = TiledLayout(
+    Tiling(((32, 32), (8, 32), (1, 8))),
+    warp_dims=(-6,),
+    lane_dims=(-4, -3),
+    vector_dim=-1,
+)
+"""Loads narrow data that will be widened and stored row by row (e.g. int4 or int8 weights
+converted to bf16 and written to shared memory for wgmma): per 32 x 32 block, warp w holds
+rows 8w..8w+7, lane (g, q) row 8w + g, columns 8q..8q+7 in one register vector (one .b32 of
+4-bit elements, two of 8-bit ones; widened to 16 bits, one 16-byte store). Its lanes are
+WGMMA_LAYOUT_UPCAST_4X's (8 rows by 4 groups of 8 columns), but a warp keeps to 8 of every
+32 rows where UPCAST_4X gives it 16 of every 64: either stores 16 bytes per register
+vector, but only UPCAST_4X reaches WGMMA_LAYOUT within warps."""
+
+CANONICAL_LAYOUTS: dict[str, TiledLayout] = {
+    "wgmma": WGMMA_LAYOUT,
+    "wgmma-16bit": WGMMA_LAYOUT,
+    "wgmma-row": WGMMA_ROW_LAYOUT,
+    "wgmma-col": WGMMA_COL_LAYOUT,
+    "wgmma-transposed": WGMMA_TRANSPOSED_LAYOUT,
+    "wgmma-8bit": WGMMA_LAYOUT_8BIT,
+    "wgmma-upcast-2x": WGMMA_LAYOUT_UPCAST_2X,
+    "wgmma-upcast-4x": WGMMA_LAYOUT_UPCAST_4X,
+}
+"""The layouts users may name instead of writing their attribute text (smalti-layout, the
+DSL's layout_cast and custom_primitive)."""
+
 BROADCAST_TARGETS: tuple[TiledLayout, ...] = (
     WGMMA_LAYOUT,
     WGMMA_TRANSPOSED_LAYOUT,

@@ -15,15 +15,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from smalti.dialect.attributes import LayoutAttrError, text_to_layout
+from smalti.dialect.attributes import LayoutAttrError, named_layout
 from smalti.tiling import (
-    WGMMA_COL_LAYOUT,
-    WGMMA_LAYOUT,
-    WGMMA_LAYOUT_8BIT,
-    WGMMA_LAYOUT_UPCAST_2X,
-    WGMMA_LAYOUT_UPCAST_4X,
-    WGMMA_ROW_LAYOUT,
-    WGMMA_TRANSPOSED_LAYOUT,
+    CANONICAL_LAYOUTS,
     Layout,
     LayoutError,
 )
@@ -32,19 +26,6 @@ from smalti.tools.cli_common import EXIT_OK, ToolArgumentParser, ToolError, run_
 from smalti.tools.pictures import Scene, layout_scene, relayout_scene, scene_to_png, scene_to_svg
 
 TOOL = "smalti-layout"
-
-CANONICAL_LAYOUTS: dict[str, Layout] = {
-    "wgmma": WGMMA_LAYOUT,
-    "wgmma-16bit": WGMMA_LAYOUT,
-    "wgmma-row": WGMMA_ROW_LAYOUT,
-    "wgmma-col": WGMMA_COL_LAYOUT,
-    "wgmma-transposed": WGMMA_TRANSPOSED_LAYOUT,
-    "wgmma-8bit": WGMMA_LAYOUT_8BIT,
-    "wgmma-upcast-2x": WGMMA_LAYOUT_UPCAST_2X,
-    "wgmma-upcast-4x": WGMMA_LAYOUT_UPCAST_4X,
-}
-"""Names of the canonical layouts of `smalti.tiling.canonical` the CLI accepts."""
-
 
 def draw_layout(layout: Layout, shape: Sequence[int], *, path: str | Path | None = None) -> str:
     """SVG text of `layout` on an array of `shape`; also written to `path` (PNG for .png)."""
@@ -73,15 +54,10 @@ def _emit(scene: Scene, path: str | Path | None) -> str:
 
 def parse_layout(text: str) -> Layout:
     """A canonical layout name (wgmma, wgmma-row, ...) or attribute text, '#smalti.' optional."""
-    name = text.strip().lower().replace("_", "-")
-    if name in CANONICAL_LAYOUTS:
-        return CANONICAL_LAYOUTS[name]
-    body = text.strip().removeprefix("#smalti.")
     try:
-        return text_to_layout(body)
+        return named_layout(text)
     except LayoutAttrError as error:
-        names = ", ".join(CANONICAL_LAYOUTS)
-        raise ToolError(f"{error} (or a canonical layout: {names})") from None
+        raise ToolError(str(error)) from None
 
 
 def parse_shape(text: str) -> Shape:
