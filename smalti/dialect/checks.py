@@ -190,10 +190,7 @@ def check_gmem_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefTyp
     if not is_gmem_type(value.type):
         raise error_at(op, f"expects {what} to be a global memref (a kernel argument), got "
                            f"{value.type}")
-    ref = ir.MemRefType(value.type)
-    if not ref.has_static_shape:
-        raise error_at(op, f"expects {what} of static shape, got {ref}")
-    return ref
+    return _static_ref(op, value, what)
 
 
 def check_smem_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefType:
@@ -201,6 +198,11 @@ def check_smem_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefTyp
     if not is_smem_type(value.type):
         raise error_at(op, f"expects {what} to be a memref in #gpu.address_space<workgroup>, "
                            f"got {value.type}")
+    return _static_ref(op, value, what)
+
+
+def _static_ref(op: ir.Operation, value: ir.Value, what: str) -> ir.MemRefType:
+    """`value`'s memref type, which must have a static shape (a located error otherwise)."""
     ref = ir.MemRefType(value.type)
     if not ref.has_static_shape:
         raise error_at(op, f"expects {what} of static shape, got {ref}")
